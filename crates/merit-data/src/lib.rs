@@ -1,0 +1,1 @@
+//! merit-data
