@@ -41,7 +41,10 @@ fn hostile_statements_fail_cleanly_and_leave_the_file_unchanged() {
     let attach_target = dir.path().join("other.sqlite");
     let attach = format!("ATTACH DATABASE '{}' AS other", attach_target.display());
     let cases: Vec<(&str, &str)> = vec![
-        ("INSERT INTO singer (Singer_ID, Name) VALUES (99, 'x')", "denied"),
+        (
+            "INSERT INTO singer (Singer_ID, Name) VALUES (99, 'x')",
+            "denied",
+        ),
         ("UPDATE singer SET Name = 'x'", "denied"),
         ("DELETE FROM singer", "denied"),
         ("DROP TABLE singer", "denied"),
@@ -74,7 +77,11 @@ fn hostile_statements_fail_cleanly_and_leave_the_file_unchanged() {
         .expect("plain select works after refusals");
     assert_eq!(rows.rows, vec![vec![Value::Integer(1)]]);
     drop(db);
-    assert_eq!(before, std::fs::read(&path).unwrap(), "database bytes changed");
+    assert_eq!(
+        before,
+        std::fs::read(&path).unwrap(),
+        "database bytes changed"
+    );
 }
 
 #[test]
@@ -173,10 +180,17 @@ fn empty_and_comment_only_statements_return_nothing() {
 fn opening_a_file_that_is_not_sqlite_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("fake.sqlite");
-    std::fs::write(&path, b"this is not a database, just some text padding it out").unwrap();
+    std::fs::write(
+        &path,
+        b"this is not a database, just some text padding it out",
+    )
+    .unwrap();
     let before = std::fs::read(&path).unwrap();
     match SqliteDatabase::open(&path) {
-        Err(ExecError::Open { path: shown, message }) => {
+        Err(ExecError::Open {
+            path: shown,
+            message,
+        }) => {
             assert!(shown.ends_with("fake.sqlite"));
             assert!(message.contains("not a database"), "{message}");
         }
