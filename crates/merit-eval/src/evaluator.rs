@@ -5,6 +5,8 @@ use crate::python::PyValue;
 use crate::spider_text::{
     join_spaced_operators, remove_distinct, replace_current_year, replace_value_placeholder,
 };
+use crate::spider_sql::{spider_hardness, SpiderSchema};
+use merit_core::Hardness;
 use merit_sql::{Database, ExecError, ExecLimits, SqliteDatabase, SqliteOptions};
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -86,6 +88,7 @@ impl Verdict {
 }
 
 type GoldCache = Mutex<HashMap<(PathBuf, String), Arc<Result<Rows, ExecError>>>>;
+type SchemaCache = Mutex<HashMap<PathBuf, Arc<Result<SpiderSchema, ExecError>>>>;
 
 /// Runs both official comparisons with shared connection pools and gold-result caches.
 ///
@@ -97,6 +100,7 @@ pub struct Evaluator {
     databases: Mutex<HashMap<PathBuf, Arc<SqliteDatabase>>>,
     spider_gold: GoldCache,
     bird_gold: GoldCache,
+    spider_schemas: SchemaCache,
 }
 
 impl Evaluator {
@@ -107,6 +111,7 @@ impl Evaluator {
             databases: Mutex::new(HashMap::new()),
             spider_gold: Mutex::new(HashMap::new()),
             bird_gold: Mutex::new(HashMap::new()),
+            spider_schemas: Mutex::new(HashMap::new()),
         }
     }
 
@@ -173,6 +178,36 @@ impl Evaluator {
             return Err(undecodable_error());
         }
         Ok(rows)
+    }
+
+    /// Spider's hardness of `gold` on the schema of `db_path`; `None` where the reference
+    /// parser cannot parse the gold (see [`crate::spider_sql::spider_hardness`]) or the
+    /// database cannot be read.
+    pub fn spider_hardness(&self, db_path: &Path, gold: &str) -> Option<Hardness> {
+        let schema = {
+            let cached = self
+                .spider_schemas
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(db_path)
+                .cloned();
+            match cached {
+                Some(schema) => schema,
+                None => {
+                    let schema = Arc::new(
+                        self.database(db_path)
+                            .and_then(|database| spider_schema_of(database.as_ref())),
+                    );
+                    self.spider_schemas
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(db_path.to_path_buf(), Arc::clone(&schema));
+                    schema
+                }
+            }
+        };
+        let schema = schema.as_ref().as_ref().ok()?;
+        spider_hardness(schema, gold)
     }
 
     /// Spider's test-suite execution match (`eval_exec_match` with default flags) for one pair.
@@ -287,6 +322,31 @@ impl Evaluator {
             Ok(_) => Verdict::Match,
         }
     }
+}
+
+/// The schema as the reference `get_schema` reads it: every table of `sqlite_master` with
+/// its columns from `PRAGMA table_info` (the parser lower-cases the names).
+pub fn spider_schema_of(database: &dyn Database) -> Result<SpiderSchema, ExecError> {
+    let limits = ExecLimits::with_timeout(Duration::from_secs(30));
+    let tables = database.query("SELECT name FROM sqlite_master WHERE type='table'", &limits)?;
+    let mut schema = Vec::with_capacity(tables.rows.len());
+    for row in tables.rows {
+        let Some(name) = row.first().and_then(|value| value.as_text()).map(str::to_string) else {
+            continue;
+        };
+        let info = database.query(
+            &format!("PRAGMA table_info(\"{}\")", name.replace('"', "\"\"")),
+            &limits,
+        )?;
+        let columns = info
+            .rows
+            .iter()
+            .filter_map(|column| column.get(1).and_then(|value| value.as_text()))
+            .map(str::to_string)
+            .collect();
+        schema.push((name, columns));
+    }
+    Ok(SpiderSchema::new(schema))
 }
 
 fn convert_row(row: Vec<merit_sql::Value>, strict_text: bool) -> Option<Vec<PyValue>> {

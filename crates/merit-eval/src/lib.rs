@@ -7,12 +7,17 @@
 //! - [`python`]: `int`/`float` equality, `str(v)+str(type(v))`, text decoding;
 //! - [`compare`]: Spider's bag/permutation match and BIRD's set match;
 //! - [`evaluator`]: the per-pair procedures with gold-result caching;
-//! - [`spider_sql`]: Spider's SQL parser and hardness levels.
+//! - [`spider_sql`]: Spider's SQL parser and hardness levels;
+//! - [`oracle`]: the gold-holding judge the repair loop calls;
+//! - [`suite`]: batch evaluation and the official report tables.
 
 pub mod compare;
 pub mod evaluator;
+pub mod oracle;
 pub mod python;
 pub mod spider_sql;
 pub mod spider_text;
+pub mod suite;
 
 pub use evaluator::{EvalConfig, Evaluator, Verdict};
+pub use oracle::{Oracle, OracleError};
