@@ -71,7 +71,11 @@ fn load_workloads(args: &EvalBenchArgs) -> Result<(Vec<Workload>, DatabaseDir)> 
         let field = |name: &str| record[name].as_str().map(str::to_string);
         let (Some(db_id), Some(gold), Some(pred)) = (field("db_id"), field("gold"), field("pred"))
         else {
-            bail!("{} line {}: needs db_id, gold, pred", args.pairs.display(), number + 1);
+            bail!(
+                "{} line {}: needs db_id, gold, pred",
+                args.pairs.display(),
+                number + 1
+            );
         };
         mutations.push(PairInput {
             db_id,
@@ -97,7 +101,11 @@ fn load_workloads(args: &EvalBenchArgs) -> Result<(Vec<Workload>, DatabaseDir)> 
 
 /// The baseline: the reference procedure as the official scripts run it — one pair after
 /// another on one thread, fresh connections for every pair and nothing cached between pairs.
-fn baseline(databases: &DatabaseDir, inputs: &[PairInput], checks: Checks) -> (Duration, Vec<PairResult>) {
+fn baseline(
+    databases: &DatabaseDir,
+    inputs: &[PairInput],
+    checks: Checks,
+) -> (Duration, Vec<PairResult>) {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(1)
         .build()
@@ -108,7 +116,13 @@ fn baseline(databases: &DatabaseDir, inputs: &[PairInput], checks: Checks) -> (D
             .iter()
             .flat_map(|input| {
                 let evaluator = Evaluator::new(EvalConfig::default());
-                evaluate_pairs(&evaluator, databases, std::slice::from_ref(input), checks, &|| {})
+                evaluate_pairs(
+                    &evaluator,
+                    databases,
+                    std::slice::from_ref(input),
+                    checks,
+                    &|| {},
+                )
             })
             .collect()
     });
@@ -142,7 +156,10 @@ fn merit_run(
 fn bench_eval(args: EvalBenchArgs) -> Result<()> {
     let (workloads, databases) = load_workloads(&args)?;
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    println!("cores: {cores}; merit runs: fastest of {}", args.repeat.max(1));
+    println!(
+        "cores: {cores}; merit runs: fastest of {}",
+        args.repeat.max(1)
+    );
     println!(
         "{:<18} {:<7} {:>6} {:>11} {:>11} {:>11} {:>9} {:>10}",
         "workload", "check", "pairs", "baseline s", "merit s", "pairs/s", "speedup", "verdicts"

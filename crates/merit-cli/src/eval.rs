@@ -5,7 +5,9 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use merit_core::Difficulty;
 use merit_data::DatabaseDir;
-use merit_eval::suite::{bird_table, evaluate_pairs, spider_table, Checks, PairInput, PairResult, Summary};
+use merit_eval::suite::{
+    bird_table, evaluate_pairs, spider_table, Checks, PairInput, PairResult, Summary,
+};
 use merit_eval::{EvalConfig, Evaluator, Verdict};
 use serde_json::{json, Map, Value as Json};
 use std::path::{Path, PathBuf};
@@ -24,7 +26,12 @@ pub enum BenchmarkArg {
 #[derive(Debug, Args)]
 pub struct EvalArgs {
     /// Which official evaluator to reproduce (with --gold/--pred).
-    #[arg(long, value_enum, required_unless_present = "pairs", conflicts_with = "pairs")]
+    #[arg(
+        long,
+        value_enum,
+        required_unless_present = "pairs",
+        conflicts_with = "pairs"
+    )]
     benchmark: Option<BenchmarkArg>,
     /// Gold file: Spider `dev_gold.sql`; BIRD `dev.json` or a gold `.sql` file.
     #[arg(long, requires = "benchmark")]
@@ -61,7 +68,10 @@ pub fn run(args: EvalArgs) -> Result<()> {
             .context("cannot start the worker threads")?;
     }
     if !(args.timeout.is_finite() && args.timeout > 0.0) {
-        bail!("--timeout must be a positive number of seconds, got {}", args.timeout);
+        bail!(
+            "--timeout must be a positive number of seconds, got {}",
+            args.timeout
+        );
     }
     if !args.db_dir.is_dir() {
         bail!("--db-dir {} is not a folder", args.db_dir.display());
@@ -228,7 +238,10 @@ fn run_bird(
     };
     let predictions = merit_data::load_bird_predictions(pred)?;
     if predictions.is_empty() {
-        bail!("{}: the prediction file holds no predictions", pred.display());
+        bail!(
+            "{}: the prediction file holds no predictions",
+            pred.display()
+        );
     }
     if let Some(extra) = predictions.iter().find(|p| p.index >= golds.len()) {
         bail!(
@@ -297,7 +310,10 @@ fn read_pair_records(path: &Path) -> Result<Vec<Map<String, Json>>> {
             anyhow::anyhow!("{} line {line_number}: invalid JSON: {e}", path.display())
         })?;
         let Json::Object(record) = value else {
-            bail!("{} line {line_number}: expected a JSON object", path.display());
+            bail!(
+                "{} line {line_number}: expected a JSON object",
+                path.display()
+            );
         };
         for field in ["db_id", "gold", "pred"] {
             if !record.get(field).is_some_and(Json::is_string) {

@@ -2,10 +2,10 @@
 
 use crate::compare::{spider_result_eq, BirdSetMatcher, Equivalence, Rows, DEFAULT_SEARCH_BUDGET};
 use crate::python::PyValue;
+use crate::spider_sql::{spider_hardness, SpiderSchema};
 use crate::spider_text::{
     join_spaced_operators, remove_distinct, replace_current_year, replace_value_placeholder,
 };
-use crate::spider_sql::{spider_hardness, SpiderSchema};
 use merit_core::Hardness;
 use merit_sql::{Database, ExecError, ExecLimits, SqliteDatabase, SqliteOptions};
 use std::collections::HashMap;
@@ -331,7 +331,11 @@ pub fn spider_schema_of(database: &dyn Database) -> Result<SpiderSchema, ExecErr
     let tables = database.query("SELECT name FROM sqlite_master WHERE type='table'", &limits)?;
     let mut schema = Vec::with_capacity(tables.rows.len());
     for row in tables.rows {
-        let Some(name) = row.first().and_then(|value| value.as_text()).map(str::to_string) else {
+        let Some(name) = row
+            .first()
+            .and_then(|value| value.as_text())
+            .map(str::to_string)
+        else {
             continue;
         };
         let info = database.query(

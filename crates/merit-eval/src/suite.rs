@@ -111,7 +111,11 @@ impl Summary {
         Summary {
             n,
             correct,
-            accuracy: if n == 0 { 0.0 } else { correct as f64 / n as f64 },
+            accuracy: if n == 0 {
+                0.0
+            } else {
+                correct as f64 / n as f64
+            },
             unavailable,
         }
     }
@@ -147,7 +151,9 @@ pub fn spider_table(results: &[PairResult]) -> String {
     let mut all = Tally::default();
     let mut unparsed = 0usize;
     for result in results.iter().filter(|r| r.available) {
-        let Some(verdict) = &result.spider else { continue };
+        let Some(verdict) = &result.spider else {
+            continue;
+        };
         let score = verdict.score();
         all.add(score);
         match result.hardness {
@@ -195,7 +201,9 @@ pub fn bird_table(results: &[PairResult], inputs: &[PairInput]) -> String {
         if !result.available {
             continue;
         }
-        let Some(verdict) = &result.bird else { continue };
+        let Some(verdict) = &result.bird else {
+            continue;
+        };
         let score = verdict.score();
         total.add(score);
         if let Some(level) = input.difficulty {

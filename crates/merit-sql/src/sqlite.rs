@@ -283,11 +283,7 @@ fn run_statement(
         }
         Err(error) => return Err(classify(error)),
     };
-    let columns: Vec<String> = statement
-        .column_names()
-        .into_iter()
-        .map(str::to_string)
-        .collect();
+    let columns: Vec<String> = statement.column_names().map(str::to_string).collect();
     let width = columns.len();
     let mut rows = statement.raw_query();
     let mut delivered = 0usize;

@@ -62,12 +62,13 @@ fn hostile_statements_fail_cleanly_and_leave_the_file_unchanged() {
     ];
     for (sql, expected) in cases {
         let outcome = db.query(sql, &quick());
-        let ok = match (&outcome, expected) {
-            (Err(ExecError::Denied { .. }), "denied") => true,
-            (Err(ExecError::Sql { .. }), "denied") => true,
-            (Err(ExecError::MultipleStatements), "multiple") => true,
-            _ => false,
-        };
+        let ok = matches!(
+            (&outcome, expected),
+            (
+                Err(ExecError::Denied { .. } | ExecError::Sql { .. }),
+                "denied"
+            ) | (Err(ExecError::MultipleStatements), "multiple")
+        );
         assert!(ok, "{sql:?} gave {outcome:?}, expected {expected}");
     }
     assert!(!attach_target.exists(), "ATTACH must not create a file");
