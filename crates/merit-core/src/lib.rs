@@ -4,6 +4,8 @@
 //! the things the rest of the workspace passes around, in the vocabulary of the papers
 //! (question, attempt, oracle status, hardness, ...).
 
+pub mod model;
+
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
