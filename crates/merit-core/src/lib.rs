@@ -4,6 +4,7 @@
 //! the things the rest of the workspace passes around, in the vocabulary of the papers
 //! (question, attempt, oracle status, hardness, ...).
 
+pub mod episode;
 pub mod model;
 
 use serde::{Deserialize, Serialize};

@@ -38,6 +38,9 @@ fn fast_evaluator() -> Evaluator {
     })
 }
 
+/// A prediction and the check its verdict must pass.
+type Case<'a> = (&'a str, fn(&Verdict) -> bool);
+
 const GOLD: &str = "SELECT count(*) FROM singer";
 
 #[test]
@@ -50,7 +53,7 @@ fn hostile_predictions_score_zero_and_change_nothing() {
         path.with_file_name("x.sqlite").display()
     );
     // (prediction, what both evaluators must report)
-    let cases: Vec<(&str, fn(&Verdict) -> bool)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r",
             |v| *v == Verdict::PredictionTimeout,
