@@ -6,5 +6,7 @@
 //!   bootstrap of the paper's Table 2.
 
 pub mod metrics;
+pub mod plots;
+pub mod report;
 pub mod stats;
 pub mod stream;
