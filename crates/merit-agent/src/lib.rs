@@ -1,0 +1,9 @@
+//! The agent side of MERIT repair: prompts, SQL extraction and the repair episode.
+//!
+//! - [`prompts`]: the versioned `merit-prompts-v3` templates and their rendering;
+//! - [`extract`]: pulling one SQL statement out of a model reply;
+//! - [`repair`]: one repair episode, generic over the model, the oracle and the memory.
+
+pub mod extract;
+pub mod prompts;
+pub mod repair;

@@ -1,0 +1,398 @@
+//! One MERIT repair episode, generic over the model, the oracle, the classifier and the memory.
+//!
+//! The episode follows §3.2 of the repair paper: judge the shared initial prediction; if it is
+//! wrong, repeat (classify the failure → retrieve precedents → [reflect] → generate one revision
+//! greedily → judge) until the oracle confirms a revision or `K` revisions were made; then
+//! finalize, which is the only moment the memory may learn from the episode.
+//!
+//! Causality is structural here: the memory is asked for precedents with the current stream
+//! position and question, and it only receives the episode through [`RepairMemory::finalize`]
+//! after the last attempt, so no attempt of the current episode can be retrieved by it.
+
+pub mod prompt;
+
+use crate::extract::extract_sql;
+use merit_core::episode::{AttemptRecord, EpisodeRecord};
+use merit_core::model::{ChatMessage, ChatModel, ChatRequest, Decoding, ModelError};
+use merit_core::{Benchmark, Feedback, Status};
+use prompt::{
+    reflection_prompt, reflection_version, repair_prompt, repair_version, RepairPromptInput,
+};
+
+/// A question as the agent may see it: no gold SQL in this type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuestionView {
+    /// Question id (the oracle's key).
+    pub id: String,
+    /// Database id.
+    pub db_id: String,
+    /// The request.
+    pub question: String,
+    /// BIRD evidence (empty for Spider).
+    pub evidence: String,
+}
+
+/// One attempt as the prompts show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptView {
+    /// 0 for the initial prediction.
+    pub step: u32,
+    /// The judged SQL.
+    pub sql: String,
+    /// The oracle's status.
+    pub status: Status,
+    /// DBMS error text.
+    pub error: Option<String>,
+    /// Failure type from the classifier (for failed attempts).
+    pub failure_type: Option<String>,
+}
+
+/// Polarity of a retrieved precedent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PrecedentPolarity {
+    /// An oracle-confirmed failed → correct transition.
+    Positive,
+    /// The final, still-failing direction of an unsolved episode.
+    Negative,
+}
+
+/// A retrieved memory entry, as the repair prompt renders it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Precedent {
+    /// Memory id.
+    pub id: String,
+    /// Polarity.
+    pub polarity: PrecedentPolarity,
+    /// Failure type of the source attempt.
+    pub failure_type: String,
+    /// Source database.
+    pub db_id: String,
+    /// Source question.
+    pub question: String,
+    /// The source's failing SQL.
+    pub failing_sql: String,
+    /// The source's status name.
+    pub status: String,
+    /// The source's DBMS error.
+    pub error: Option<String>,
+    /// The normalised SQL transformation Δ.
+    pub delta: String,
+}
+
+/// Why the oracle could not judge (never "the SQL is wrong": that is a [`Feedback`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct JudgeError(pub String);
+
+/// The benchmark oracle as the episode sees it.
+pub trait Judge: Sync {
+    /// Judges `sql` for `question_id`.
+    fn judge(&self, question_id: &str, sql: &str) -> Result<Feedback, JudgeError>;
+}
+
+impl Judge for merit_eval::Oracle {
+    fn judge(&self, question_id: &str, sql: &str) -> Result<Feedback, JudgeError> {
+        merit_eval::Oracle::judge(self, question_id, sql).map_err(|e| JudgeError(e.to_string()))
+    }
+}
+
+/// The deterministic failure classifier (status and DBMS text only).
+pub trait FailureClassifier: Sync {
+    /// The failure type's name for a failed attempt.
+    fn classify(&self, status: Status, error: Option<&str>) -> String;
+}
+
+/// What a retrieval is asked with.
+#[derive(Debug, Clone, Copy)]
+pub struct RetrievalRequest<'a> {
+    /// Stream position of the current episode; only earlier positions are visible.
+    pub position: usize,
+    /// The current question (its own memories are never visible).
+    pub question: &'a QuestionView,
+    /// The current (failed) SQL.
+    pub current_sql: &'a str,
+    /// Its status.
+    pub status: Status,
+    /// Its DBMS error.
+    pub error: Option<&'a str>,
+    /// Its predicted failure type.
+    pub failure_type: &'a str,
+}
+
+/// A finished episode handed to the memory.
+#[derive(Debug, Clone, Copy)]
+pub struct FinalizedEpisode<'a> {
+    /// Stream position.
+    pub position: usize,
+    /// The question.
+    pub question: &'a QuestionView,
+    /// Schema text the episode saw.
+    pub schema: &'a str,
+    /// Every attempt, initial prediction first.
+    pub attempts: &'a [AttemptView],
+    /// `true` when the last attempt is oracle-confirmed correct.
+    pub solved: bool,
+}
+
+/// Why the memory failed (IO, typically). Fatal for the run: nothing may be lost silently.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("memory: {0}")]
+pub struct MemoryError(pub String);
+
+/// Cross-query memory as the episode uses it.
+pub trait RepairMemory {
+    /// Precedents for the next revision.
+    fn retrieve(&self, request: &RetrievalRequest<'_>) -> Result<Vec<Precedent>, MemoryError>;
+
+    /// Learns from a finished episode; returns the id of the entry written, if any.
+    fn finalize(&mut self, episode: &FinalizedEpisode<'_>) -> Result<Option<String>, MemoryError>;
+}
+
+/// The Iterative baseline's memory: nothing retrieved, nothing kept.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoMemory;
+
+impl RepairMemory for NoMemory {
+    fn retrieve(&self, _: &RetrievalRequest<'_>) -> Result<Vec<Precedent>, MemoryError> {
+        Ok(Vec::new())
+    }
+
+    fn finalize(&mut self, _: &FinalizedEpisode<'_>) -> Result<Option<String>, MemoryError> {
+        Ok(None)
+    }
+}
+
+/// Settings of an episode that do not change within a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EpisodeSettings {
+    /// Benchmark (selects prompt variants and version ids).
+    pub benchmark: Benchmark,
+    /// Dialect name shown in prompts.
+    pub dialect: String,
+    /// Repair budget K (the paper: 7).
+    pub max_revisions: u32,
+    /// Decoding for repair and reflection calls (greedy).
+    pub decoding: Decoding,
+    /// Generate a reflection before each revision (Reflexion-style).
+    pub reflect: bool,
+    /// Method name written into the record.
+    pub method: String,
+    /// Stream seed written into the record.
+    pub seed: u64,
+}
+
+/// Why an episode could not be completed. The run stops with this message; the episode is
+/// not recorded, so a resumed run redoes it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EpisodeError {
+    /// The model failed after its own retries.
+    #[error("question {question_id}: model call failed: {source}")]
+    Model {
+        /// The question.
+        question_id: String,
+        /// The model error.
+        source: ModelError,
+    },
+    /// The oracle could not judge.
+    #[error("question {question_id}: {source}")]
+    Judge {
+        /// The question.
+        question_id: String,
+        /// The oracle error.
+        source: JudgeError,
+    },
+    /// The memory failed.
+    #[error("question {question_id}: {source}")]
+    Memory {
+        /// The question.
+        question_id: String,
+        /// The memory error.
+        source: MemoryError,
+    },
+}
+
+/// The dependencies of an episode.
+pub struct EpisodeDeps<'a> {
+    /// The frozen chat model.
+    pub model: &'a dyn ChatModel,
+    /// The oracle.
+    pub judge: &'a dyn Judge,
+    /// The failure classifier.
+    pub classifier: &'a dyn FailureClassifier,
+}
+
+/// Runs one episode at `position` and finalizes it into `memory`.
+pub fn run_episode(
+    settings: &EpisodeSettings,
+    deps: &EpisodeDeps<'_>,
+    memory: &mut dyn RepairMemory,
+    question: &QuestionView,
+    schema: &str,
+    initial_sql: &str,
+    position: usize,
+) -> Result<EpisodeRecord, EpisodeError> {
+    let judge_error = |source| EpisodeError::Judge {
+        question_id: question.id.clone(),
+        source,
+    };
+    let model_error = |source| EpisodeError::Model {
+        question_id: question.id.clone(),
+        source,
+    };
+    let memory_error = |source| EpisodeError::Memory {
+        question_id: question.id.clone(),
+        source,
+    };
+    let feedback = deps
+        .judge
+        .judge(&question.id, initial_sql)
+        .map_err(judge_error)?;
+    let mut views = vec![AttemptView {
+        step: 0,
+        sql: initial_sql.to_string(),
+        status: feedback.status,
+        error: feedback.error.clone(),
+        failure_type: None,
+    }];
+    let mut records = vec![AttemptRecord {
+        step: 0,
+        sql: initial_sql.to_string(),
+        status: feedback.status,
+        error: feedback.error,
+        failure_type: None,
+        retrieved: Vec::new(),
+        prompt_tokens: 0,
+        completion_tokens: 0,
+        calls: 0,
+    }];
+    let mut reflections: Vec<String> = Vec::new();
+    let mut step = 0;
+    while !views[views.len() - 1].status.is_correct() && step < settings.max_revisions {
+        step += 1;
+        let current = views.len() - 1;
+        let failure_type = deps
+            .classifier
+            .classify(views[current].status, views[current].error.as_deref());
+        views[current].failure_type = Some(failure_type.clone());
+        records[current].failure_type = Some(failure_type.clone());
+        let precedents = memory
+            .retrieve(&RetrievalRequest {
+                position,
+                question,
+                current_sql: &views[current].sql,
+                status: views[current].status,
+                error: views[current].error.as_deref(),
+                failure_type: &failure_type,
+            })
+            .map_err(memory_error)?;
+        let mut prompt_tokens = 0u64;
+        let mut completion_tokens = 0u64;
+        let mut calls = 0u32;
+        if settings.reflect {
+            let request = ChatRequest {
+                messages: vec![ChatMessage::user(reflection_prompt(
+                    question,
+                    settings.benchmark,
+                    &settings.dialect,
+                    schema,
+                    &views,
+                ))],
+                decoding: settings.decoding.clone(),
+                prompt_version: reflection_version(settings.benchmark),
+            };
+            let reply = deps.model.chat(&request).map_err(model_error)?;
+            prompt_tokens += u64::from(reply.prompt_tokens);
+            completion_tokens += u64::from(reply.completion_tokens);
+            calls += 1;
+            reflections.push(reply.text.trim().to_string());
+        }
+        let text = repair_prompt(
+            question,
+            &RepairPromptInput {
+                benchmark: settings.benchmark,
+                dialect: &settings.dialect,
+                schema,
+                attempts: &views,
+                precedents: &precedents,
+                reflections: &reflections,
+            },
+        );
+        let request = ChatRequest {
+            messages: vec![ChatMessage::user(text)],
+            decoding: settings.decoding.clone(),
+            prompt_version: repair_version(settings.benchmark),
+        };
+        let reply = deps.model.chat(&request).map_err(model_error)?;
+        prompt_tokens += u64::from(reply.prompt_tokens);
+        completion_tokens += u64::from(reply.completion_tokens);
+        calls += 1;
+        // A reply without SQL is a failed attempt, not a crash: the empty query is judged
+        // (and fails) and the extraction message is what the next prompt shows.
+        let (sql, feedback) = match extract_sql(&reply.text) {
+            Ok(sql) => {
+                let feedback = deps.judge.judge(&question.id, &sql).map_err(judge_error)?;
+                (sql, feedback)
+            }
+            Err(no_sql) => (
+                String::new(),
+                Feedback {
+                    status: Status::ExecutionError,
+                    error: Some(no_sql.to_string()),
+                },
+            ),
+        };
+        views.push(AttemptView {
+            step,
+            sql: sql.clone(),
+            status: feedback.status,
+            error: feedback.error.clone(),
+            failure_type: None,
+        });
+        records.push(AttemptRecord {
+            step,
+            sql,
+            status: feedback.status,
+            error: feedback.error,
+            failure_type: None,
+            retrieved: precedents.iter().map(|p| p.id.clone()).collect(),
+            prompt_tokens,
+            completion_tokens,
+            calls,
+        });
+    }
+    let solved = views[views.len() - 1].status.is_correct();
+    let memory_written = if views.len() > 1 {
+        // Initially correct questions create no memory: no corrective transition was seen.
+        let last = views.len() - 1;
+        if !solved {
+            let failure_type = deps
+                .classifier
+                .classify(views[last].status, views[last].error.as_deref());
+            views[last].failure_type = Some(failure_type.clone());
+            records[last].failure_type = Some(failure_type);
+        }
+        memory
+            .finalize(&FinalizedEpisode {
+                position,
+                question,
+                schema,
+                attempts: &views,
+                solved,
+            })
+            .map_err(memory_error)?
+    } else {
+        None
+    };
+    Ok(EpisodeRecord {
+        method: settings.method.clone(),
+        seed: settings.seed,
+        position,
+        question_id: question.id.clone(),
+        db_id: question.db_id.clone(),
+        attempts: records,
+        memory_written,
+    })
+}
+
+#[cfg(test)]
+mod tests;

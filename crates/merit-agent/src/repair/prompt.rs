@@ -1,0 +1,230 @@
+//! The repair and reflection prompts of the `merit-prompts-v3` family.
+//!
+//! The paper's listings are not in our copy, so the texts under `prompts/` are our own design
+//! from its §3.2 and appendix B: one user message, no system prompt; the repair prompt holds
+//! the question, schema, evidence (BIRD), current SQL, status, DBMS error, predicted failure
+//! type, the whole local history, positive precedents as confirmed successful directions and
+//! negative ones as observed failed directions, and (Reflexion-style only) local reflections.
+//! Gold SQL, gold rows and the corrected query of the current question never appear.
+
+use super::{AttemptView, Precedent, PrecedentPolarity, QuestionView};
+use merit_core::Benchmark;
+
+const REPAIR: &str = include_str!("../../prompts/repair.txt");
+const REFLECTION: &str = include_str!("../../prompts/reflection.txt");
+const MEMORY_POSITIVE: &str = include_str!("../../prompts/memory_positive.txt");
+const MEMORY_NEGATIVE: &str = include_str!("../../prompts/memory_negative.txt");
+const HISTORY_ENTRY: &str = include_str!("../../prompts/history_entry.txt");
+const EVIDENCE_BLOCK: &str = include_str!("../../prompts/evidence_block.txt");
+
+/// Placeholder for an empty section, as the paper's prompts show it.
+const NONE: &str = "(none)";
+
+/// Prompt-version identifier of the repair prompt for a benchmark.
+pub fn repair_version(benchmark: Benchmark) -> String {
+    format!("{benchmark}-repair-v3")
+}
+
+/// Prompt-version identifier of the reflection prompt for a benchmark.
+pub fn reflection_version(benchmark: Benchmark) -> String {
+    format!("{benchmark}-reflection-v3")
+}
+
+/// Fills `{{slot}}` placeholders. Written by hand because the templates only need named
+/// substitution. A slot without a value is left as it is, and the tests check that no
+/// rendered prompt contains `{{`, so a template and its caller cannot drift apart unnoticed.
+pub fn fill(template: &str, slots: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(template.len() + 256);
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find("}}") else {
+            out.push_str(&rest[start..]);
+            return out;
+        };
+        let name = &after[..end];
+        match slots.iter().find(|(slot, _)| *slot == name) {
+            Some((_, value)) => out.push_str(value),
+            None => {
+                out.push_str("{{");
+                out.push_str(name);
+                out.push_str("}}");
+            }
+        }
+        rest = &after[end + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn error_suffix(error: Option<&str>) -> String {
+    match error {
+        Some(text) if !text.is_empty() => format!(" ({})", one_line(text)),
+        _ => String::new(),
+    }
+}
+
+/// Model-facing text must not let a multi-line DBMS message break the prompt's layout.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn evidence_block(benchmark: Benchmark, question: &QuestionView) -> String {
+    match benchmark {
+        Benchmark::Bird if !question.evidence.trim().is_empty() => {
+            fill(EVIDENCE_BLOCK, &[("evidence", question.evidence.trim())])
+        }
+        _ => String::new(),
+    }
+}
+
+/// The local history: every attempt so far, oldest first.
+pub fn render_history(attempts: &[AttemptView]) -> String {
+    if attempts.is_empty() {
+        return NONE.to_string();
+    }
+    attempts
+        .iter()
+        .map(|attempt| {
+            let failure_type = attempt
+                .failure_type
+                .as_deref()
+                .map(|t| format!("; failure type {t}"))
+                .unwrap_or_default();
+            fill(
+                HISTORY_ENTRY,
+                &[
+                    ("step", &attempt.step.to_string()),
+                    ("sql", &one_line(&attempt.sql)),
+                    ("status", attempt.status.as_str()),
+                    ("error_suffix", &error_suffix(attempt.error.as_deref())),
+                    ("failure_type_suffix", &failure_type),
+                ],
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("")
+        .trim_end()
+        .to_string()
+}
+
+/// Retrieved precedents of one polarity, in retrieval order.
+pub fn render_precedents(precedents: &[Precedent], polarity: PrecedentPolarity) -> String {
+    let template = match polarity {
+        PrecedentPolarity::Positive => MEMORY_POSITIVE,
+        PrecedentPolarity::Negative => MEMORY_NEGATIVE,
+    };
+    let rendered: Vec<String> = precedents
+        .iter()
+        .filter(|p| p.polarity == polarity)
+        .map(|p| {
+            fill(
+                template,
+                &[
+                    ("memory_id", &p.id),
+                    ("failure_type", &p.failure_type),
+                    ("db_id", &p.db_id),
+                    ("question", &one_line(&p.question)),
+                    ("failing_sql", &one_line(&p.failing_sql)),
+                    ("status", &p.status),
+                    ("error_suffix", &error_suffix(p.error.as_deref())),
+                    ("delta", &one_line(&p.delta)),
+                ],
+            )
+        })
+        .collect();
+    if rendered.is_empty() {
+        NONE.to_string()
+    } else {
+        rendered.join("").trim_end().to_string()
+    }
+}
+
+/// Everything the repair prompt needs besides the question.
+pub struct RepairPromptInput<'a> {
+    /// Which benchmark's variant (BIRD adds the evidence block).
+    pub benchmark: Benchmark,
+    /// SQL dialect name shown next to the schema.
+    pub dialect: &'a str,
+    /// The schema as CREATE TABLE statements.
+    pub schema: &'a str,
+    /// The episode's attempts so far; the last one is the current SQL.
+    pub attempts: &'a [AttemptView],
+    /// Retrieved precedents (both polarities).
+    pub precedents: &'a [Precedent],
+    /// Reflections generated so far in this episode (Reflexion-style only).
+    pub reflections: &'a [String],
+}
+
+/// The repair prompt for the next revision.
+pub fn repair_prompt(question: &QuestionView, input: &RepairPromptInput<'_>) -> String {
+    let current = input
+        .attempts
+        .last()
+        .expect("a repair prompt is only built after a failed attempt");
+    let reflections = if input.reflections.is_empty() {
+        NONE.to_string()
+    } else {
+        input
+            .reflections
+            .iter()
+            .enumerate()
+            .map(|(i, r)| format!("{}. {}", i + 1, one_line(r)))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    fill(
+        REPAIR,
+        &[
+            ("question", question.question.trim()),
+            ("dialect", input.dialect),
+            ("schema", input.schema.trim_end()),
+            ("evidence_block", &evidence_block(input.benchmark, question)),
+            ("current_sql", current.sql.trim()),
+            ("status", current.status.as_str()),
+            (
+                "error",
+                &current
+                    .error
+                    .as_deref()
+                    .map(one_line)
+                    .unwrap_or_else(|| NONE.to_string()),
+            ),
+            (
+                "failure_type",
+                current.failure_type.as_deref().unwrap_or("Unknown"),
+            ),
+            ("history", &render_history(input.attempts)),
+            (
+                "positive_memories",
+                &render_precedents(input.precedents, PrecedentPolarity::Positive),
+            ),
+            (
+                "negative_memories",
+                &render_precedents(input.precedents, PrecedentPolarity::Negative),
+            ),
+            ("reflections", &reflections),
+        ],
+    )
+}
+
+/// The Reflexion-style baseline's reflection prompt over the failed trajectory.
+pub fn reflection_prompt(
+    question: &QuestionView,
+    benchmark: Benchmark,
+    dialect: &str,
+    schema: &str,
+    attempts: &[AttemptView],
+) -> String {
+    fill(
+        REFLECTION,
+        &[
+            ("question", question.question.trim()),
+            ("dialect", dialect),
+            ("schema", schema.trim_end()),
+            ("evidence_block", &evidence_block(benchmark, question)),
+            ("history", &render_history(attempts)),
+        ],
+    )
+}

@@ -1,0 +1,414 @@
+//! The episode's logic with a scripted model, a table oracle and a recording memory.
+
+use super::*;
+use merit_core::model::ChatReply;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+const GOLD: &str = "SELECT secret_gold FROM hidden";
+
+/// Replies in order; records every prompt it saw.
+struct ScriptedModel {
+    replies: Mutex<Vec<String>>,
+    prompts: Mutex<Vec<String>>,
+}
+
+impl ScriptedModel {
+    fn new(replies: &[&str]) -> Self {
+        ScriptedModel {
+            replies: Mutex::new(replies.iter().rev().map(|r| r.to_string()).collect()),
+            prompts: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn prompts(&self) -> Vec<String> {
+        self.prompts.lock().unwrap().clone()
+    }
+}
+
+impl ChatModel for ScriptedModel {
+    fn id(&self) -> String {
+        "scripted".into()
+    }
+
+    fn chat(&self, request: &ChatRequest) -> Result<ChatReply, ModelError> {
+        assert_eq!(
+            request.messages.len(),
+            1,
+            "one user message, no system prompt"
+        );
+        assert_eq!(request.decoding.temperature, 0.0);
+        let prompt = request.messages[0].content.clone();
+        self.prompts.lock().unwrap().push(prompt.clone());
+        let text = self
+            .replies
+            .lock()
+            .unwrap()
+            .pop()
+            .ok_or_else(|| ModelError::Unavailable("script exhausted".into()))?;
+        Ok(ChatReply {
+            text,
+            prompt_tokens: prompt.len() as u32 / 4,
+            completion_tokens: 10,
+            latency: Duration::from_millis(1),
+            cached: false,
+        })
+    }
+}
+
+/// Judges by exact SQL text; everything else is a mismatch. Holds the "gold" only as a value
+/// the prompts must never contain.
+struct TableJudge {
+    verdicts: HashMap<String, Feedback>,
+}
+
+impl TableJudge {
+    fn new(entries: &[(&str, Status, Option<&str>)]) -> Self {
+        TableJudge {
+            verdicts: entries
+                .iter()
+                .map(|(sql, status, error)| {
+                    (
+                        sql.to_string(),
+                        Feedback {
+                            status: *status,
+                            error: error.map(str::to_string),
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+impl Judge for TableJudge {
+    fn judge(&self, _question_id: &str, sql: &str) -> Result<Feedback, JudgeError> {
+        if sql == GOLD {
+            return Ok(Feedback::correct());
+        }
+        Ok(self.verdicts.get(sql).cloned().unwrap_or(Feedback {
+            status: Status::DenotationMismatch,
+            error: None,
+        }))
+    }
+}
+
+struct StatusClassifier;
+
+impl FailureClassifier for StatusClassifier {
+    fn classify(&self, status: Status, error: Option<&str>) -> String {
+        match (status, error) {
+            (Status::ExecutionError, Some(e)) if e.contains("no such column") => {
+                "Schema Linking".into()
+            }
+            (Status::DenotationMismatch, _) => "Result Mismatch".into(),
+            _ => "Unknown".into(),
+        }
+    }
+}
+
+/// Records calls; serves fixed precedents; checks that finalize comes last and only once.
+#[derive(Default)]
+struct RecordingMemory {
+    precedents: Vec<Precedent>,
+    retrievals: RefCell<Vec<(usize, String, String)>>,
+    finalized: Vec<(usize, usize, bool)>,
+}
+
+impl RepairMemory for RecordingMemory {
+    fn retrieve(&self, request: &RetrievalRequest<'_>) -> Result<Vec<Precedent>, MemoryError> {
+        self.retrievals.borrow_mut().push((
+            request.position,
+            request.current_sql.to_string(),
+            request.failure_type.to_string(),
+        ));
+        Ok(self.precedents.clone())
+    }
+
+    fn finalize(&mut self, episode: &FinalizedEpisode<'_>) -> Result<Option<String>, MemoryError> {
+        self.finalized
+            .push((episode.position, episode.attempts.len(), episode.solved));
+        Ok(Some(format!("m{}", episode.position)))
+    }
+}
+
+fn settings(reflect: bool) -> EpisodeSettings {
+    EpisodeSettings {
+        benchmark: Benchmark::Spider,
+        dialect: "SQLite".into(),
+        max_revisions: 7,
+        decoding: Decoding::default(),
+        reflect,
+        method: if reflect { "reflexion" } else { "merit" }.into(),
+        seed: 0,
+    }
+}
+
+fn question() -> QuestionView {
+    QuestionView {
+        id: "dev-7".into(),
+        db_id: "concert_singer".into(),
+        question: "How many singers are there?".into(),
+        evidence: String::new(),
+    }
+}
+
+const SCHEMA: &str = "CREATE TABLE singer (singer_id INTEGER PRIMARY KEY, name TEXT);";
+
+fn run(
+    model: &ScriptedModel,
+    judge: &TableJudge,
+    memory: &mut RecordingMemory,
+    reflect: bool,
+    initial: &str,
+) -> EpisodeRecord {
+    let deps = EpisodeDeps {
+        model,
+        judge,
+        classifier: &StatusClassifier,
+    };
+    run_episode(
+        &settings(reflect),
+        &deps,
+        memory,
+        &question(),
+        SCHEMA,
+        initial,
+        4,
+    )
+    .unwrap()
+}
+
+#[test]
+fn an_initially_correct_question_calls_no_model_and_writes_no_memory() {
+    let model = ScriptedModel::new(&[]);
+    let judge = TableJudge::new(&[]);
+    let mut memory = RecordingMemory::default();
+    let record = run(&model, &judge, &mut memory, false, GOLD);
+    assert!(record.initially_correct());
+    assert_eq!(record.attempts.len(), 1);
+    assert!(model.prompts().is_empty());
+    assert!(memory.finalized.is_empty());
+    assert_eq!(record.memory_written, None);
+}
+
+#[test]
+fn a_repaired_episode_stops_at_the_first_correct_revision_and_finalizes_once() {
+    let model = ScriptedModel::new(&[
+        "```sql\nSELECT count(*) FROM singers\n```",
+        &format!("Here you go:\n```sql\n{GOLD};\n```\nThis counts rows."),
+        "never used",
+    ]);
+    let judge = TableJudge::new(&[(
+        "SELECT count(*) FROM singers",
+        Status::ExecutionError,
+        Some("no such table: singers"),
+    )]);
+    let mut memory = RecordingMemory::default();
+    let record = run(
+        &model,
+        &judge,
+        &mut memory,
+        false,
+        "SELECT name FROM singer",
+    );
+    assert_eq!(record.attempts.len(), 3);
+    assert!(record.repaired());
+    assert_eq!(memory.finalized, vec![(4, 3, true)]);
+    assert_eq!(record.memory_written.as_deref(), Some("m4"));
+    // Retrieval happened before each revision, at the episode's own position, with the type
+    // of the attempt being repaired.
+    let retrievals = memory.retrievals.borrow();
+    assert_eq!(retrievals.len(), 2);
+    assert_eq!(
+        retrievals[0],
+        (
+            4,
+            "SELECT name FROM singer".into(),
+            "Result Mismatch".into()
+        )
+    );
+    assert_eq!(retrievals[1].2, "Unknown");
+    assert_eq!(record.attempts[1].calls, 1);
+    assert_eq!(
+        record.attempts[0].failure_type.as_deref(),
+        Some("Result Mismatch")
+    );
+}
+
+#[test]
+fn the_budget_k_is_respected_and_an_unsolved_episode_finalizes_as_failed() {
+    let replies: Vec<String> = (0..10).map(|i| format!("SELECT {i} FROM singer")).collect();
+    let refs: Vec<&str> = replies.iter().map(String::as_str).collect();
+    let model = ScriptedModel::new(&refs);
+    let judge = TableJudge::new(&[]);
+    let mut memory = RecordingMemory::default();
+    let record = run(
+        &model,
+        &judge,
+        &mut memory,
+        false,
+        "SELECT name FROM singer",
+    );
+    assert_eq!(record.repair_steps(), 7);
+    assert!(!record.finally_correct());
+    assert_eq!(memory.finalized, vec![(4, 8, false)]);
+    assert_eq!(model.prompts().len(), 7);
+    assert_eq!(
+        record.attempts.last().unwrap().failure_type.as_deref(),
+        Some("Result Mismatch")
+    );
+}
+
+#[test]
+fn prompts_show_feedback_history_and_precedents_but_never_the_gold() {
+    let model = ScriptedModel::new(&["SELECT count(name) FROM singer", GOLD]);
+    let judge = TableJudge::new(&[(
+        "SELECT nme FROM singer",
+        Status::ExecutionError,
+        Some("no such column: nme"),
+    )]);
+    let mut memory = RecordingMemory {
+        precedents: vec![
+            Precedent {
+                id: "pos-1".into(),
+                polarity: PrecedentPolarity::Positive,
+                failure_type: "Schema Linking".into(),
+                db_id: "pets_1".into(),
+                question: "How many pets?".into(),
+                failing_sql: "SELECT count(*) FROM pet".into(),
+                status: "execution_error".into(),
+                error: Some("no such table: pet".into()),
+                delta: "FROM: removed pet; added pets".into(),
+            },
+            Precedent {
+                id: "neg-1".into(),
+                polarity: PrecedentPolarity::Negative,
+                failure_type: "Schema Linking".into(),
+                db_id: "pets_1".into(),
+                question: "Oldest pet?".into(),
+                failing_sql: "SELECT max(ag) FROM pets".into(),
+                status: "execution_error".into(),
+                error: Some("no such column: ag".into()),
+                delta: "SELECT: removed max(ag); added max(age_years)".into(),
+            },
+        ],
+        ..RecordingMemory::default()
+    };
+    run(&model, &judge, &mut memory, false, "SELECT nme FROM singer");
+    let prompts = model.prompts();
+    let first = &prompts[0];
+    assert!(first.contains("How many singers are there?"));
+    assert!(first.contains(SCHEMA));
+    assert!(first.contains("no such column: nme"));
+    assert!(first.contains("predicted failure type: Schema Linking"));
+    let positive = first.find("[pos-1]").unwrap();
+    let negative = first.find("[neg-1]").unwrap();
+    let positive_header = first
+        .find("CONFIRMED SUCCESSFUL REPAIR DIRECTIONS")
+        .unwrap();
+    let negative_header = first.find("OBSERVED FAILED DIRECTIONS").unwrap();
+    assert!(positive_header < positive && positive < negative_header && negative_header < negative);
+    assert!(first.contains("LOCAL REFLECTIONS FROM THIS EPISODE\n(none)"));
+    // The second prompt carries the whole local history.
+    assert!(prompts[1].contains("attempt 0: SELECT nme FROM singer"));
+    assert!(prompts[1].contains("attempt 1: SELECT count(name) FROM singer"));
+    for prompt in &prompts {
+        assert!(!prompt.contains("secret_gold"), "gold leaked into a prompt");
+        assert!(!prompt.contains("{{"), "unfilled template slot:\n{prompt}");
+        assert!(
+            !prompt.contains("EVIDENCE"),
+            "Spider prompts have no evidence block"
+        );
+    }
+}
+
+#[test]
+fn reflexion_adds_one_reflection_call_per_revision_and_carries_reflections_forward() {
+    let model = ScriptedModel::new(&[
+        "The query selects names instead of counting.",
+        "SELECT count(name) FROM singer",
+        "Counting names still disagrees; maybe NULL names.",
+        GOLD,
+    ]);
+    let judge = TableJudge::new(&[]);
+    let mut memory = RecordingMemory::default();
+    let record = run(&model, &judge, &mut memory, true, "SELECT name FROM singer");
+    assert!(record.repaired());
+    assert_eq!(record.attempts[1].calls, 2);
+    assert_eq!(record.attempts[2].calls, 2);
+    let prompts = model.prompts();
+    assert_eq!(prompts.len(), 4);
+    assert!(prompts[0].contains("Do not write SQL"));
+    assert!(prompts[3].contains("1. The query selects names instead of counting."));
+    assert!(prompts[3].contains("2. Counting names still disagrees"));
+}
+
+#[test]
+fn a_reply_without_sql_is_a_failed_attempt_not_a_crash() {
+    let model = ScriptedModel::new(&["I am not sure what you mean.", GOLD]);
+    let judge = TableJudge::new(&[]);
+    let mut memory = RecordingMemory::default();
+    let record = run(
+        &model,
+        &judge,
+        &mut memory,
+        false,
+        "SELECT name FROM singer",
+    );
+    assert_eq!(record.attempts[1].status, Status::ExecutionError);
+    assert!(record.attempts[1]
+        .error
+        .as_deref()
+        .unwrap()
+        .contains("no SQL"));
+    assert!(record.repaired());
+    assert!(model.prompts()[1].contains("no SQL"));
+}
+
+#[test]
+fn model_failures_stop_the_episode_with_a_clear_error() {
+    let model = ScriptedModel::new(&[]);
+    let judge = TableJudge::new(&[]);
+    let deps = EpisodeDeps {
+        model: &model,
+        judge: &judge,
+        classifier: &StatusClassifier,
+    };
+    let mut memory = RecordingMemory::default();
+    let error = run_episode(
+        &settings(false),
+        &deps,
+        &mut memory,
+        &question(),
+        SCHEMA,
+        "SELECT 1",
+        0,
+    )
+    .unwrap_err();
+    assert!(error.to_string().contains("dev-7"), "{error}");
+    assert!(
+        memory.finalized.is_empty(),
+        "a failed episode must not reach memory"
+    );
+}
+
+#[test]
+fn episodes_are_deterministic() {
+    let make = || {
+        let model = ScriptedModel::new(&["SELECT 1 FROM singer", GOLD]);
+        let judge = TableJudge::new(&[]);
+        let mut memory = RecordingMemory::default();
+        let record = run(
+            &model,
+            &judge,
+            &mut memory,
+            false,
+            "SELECT name FROM singer",
+        );
+        (record, model.prompts())
+    };
+    assert_eq!(make(), make());
+}
