@@ -5,8 +5,10 @@
 //! - [`stats`]: mean and sample standard deviation over seeds, and the paired query-cluster
 //!   bootstrap of the paper's Table 2.
 
+pub mod jsonl;
 pub mod metrics;
 pub mod plots;
 pub mod report;
+pub mod run;
 pub mod stats;
 pub mod stream;

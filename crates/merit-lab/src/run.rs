@@ -1,0 +1,324 @@
+//! Running many streams of repair episodes into a run directory that survives `kill -9`.
+//!
+//! Layout of a run directory:
+//! - `manifest.json`: what was run (written once, atomically; a resume must match it);
+//! - `episodes/<method>-seed<seed>.jsonl`: one record per finished episode, append-only;
+//! - `memory/<method>-seed<seed>/`: the stream's memory files.
+//!
+//! The episode logs are the source of truth. On resume, each stream's memory folder is
+//! discarded and rebuilt by finalizing the logged episodes again, in order, then the stream
+//! continues at the first missing position. An episode interrupted mid-way is simply redone,
+//! and since every model reply is deterministic (greedy decoding, reply cache) the resumed run
+//! ends exactly as an uninterrupted one would.
+
+use crate::jsonl::{read_records, truncate_torn_tail, Appender, JsonlError};
+use crate::stream::stream_order;
+use merit_agent::repair::{
+    run_episode, AttemptView, EpisodeDeps, EpisodeError, EpisodeSettings, FinalizedEpisode,
+    QuestionView, RepairMemory,
+};
+use merit_core::episode::EpisodeRecord;
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// One stream: a method under a seed.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct StreamSpec {
+    /// Method name.
+    pub method: String,
+    /// Stream seed.
+    pub seed: u64,
+}
+
+impl StreamSpec {
+    /// `<method>-seed<seed>`, the stream's file stem.
+    pub fn label(&self) -> String {
+        format!("{}-seed{}", self.method, self.seed)
+    }
+}
+
+/// A question ready for repair: what the agent sees, the schema text and the shared initial SQL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreparedQuestion {
+    /// The question without gold.
+    pub view: QuestionView,
+    /// Schema text for prompts.
+    pub schema: String,
+    /// The shared initial prediction.
+    pub initial_sql: String,
+}
+
+/// Builds each stream's memory and says whether its method reflects.
+pub trait MethodFactory: Sync {
+    /// `true` for Reflexion-style methods.
+    fn reflects(&self, method: &str) -> bool;
+
+    /// A fresh, empty memory for `stream`, persisting under `folder` (already empty).
+    fn memory(
+        &self,
+        stream: &StreamSpec,
+        folder: &Path,
+    ) -> Result<Box<dyn RepairMemory + Send>, String>;
+}
+
+/// Why a run stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Reading or writing the run directory failed.
+    #[error(transparent)]
+    Log(#[from] JsonlError),
+    /// Other filesystem failure.
+    #[error("{path}: {message}")]
+    Io {
+        /// What was being accessed.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// An episode could not be completed (the run can be resumed after fixing the cause).
+    #[error("stream {stream}: {source}")]
+    Episode {
+        /// The stream.
+        stream: String,
+        /// The episode error.
+        source: EpisodeError,
+    },
+    /// The directory holds a different run.
+    #[error("{0}")]
+    Mismatch(String),
+    /// A memory could not be created or replayed.
+    #[error("stream {stream}: {message}")]
+    Memory {
+        /// The stream.
+        stream: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+fn io(path: &Path) -> impl Fn(std::io::Error) -> RunError + '_ {
+    move |error| RunError::Io {
+        path: path.to_path_buf(),
+        message: error.to_string(),
+    }
+}
+
+/// Writes `contents` to `path` atomically (temporary file, fsync, rename).
+pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), RunError> {
+    use std::io::Write;
+    let folder = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(folder).map_err(io(folder))?;
+    let mut temporary = tempfile::NamedTempFile::new_in(folder).map_err(io(folder))?;
+    temporary
+        .write_all(contents)
+        .and_then(|()| temporary.as_file().sync_all())
+        .map_err(io(path))?;
+    temporary
+        .persist(path)
+        .map_err(|error| io(path)(error.error))?;
+    Ok(())
+}
+
+/// Writes the manifest on a new run, or checks it against the existing one on resume.
+pub fn ensure_manifest<M: Serialize>(dir: &Path, manifest: &M) -> Result<(), RunError> {
+    let path = dir.join("manifest.json");
+    let mut text = serde_json::to_string_pretty(manifest).map_err(|e| RunError::Io {
+        path: path.clone(),
+        message: e.to_string(),
+    })?;
+    text.push('\n');
+    match std::fs::read_to_string(&path) {
+        Ok(existing) if existing == text => Ok(()),
+        Ok(_) => Err(RunError::Mismatch(format!(
+            "{} describes a different run (other data, model, methods or settings); \
+             use a new --out directory or resume with the same settings",
+            path.display()
+        ))),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            write_atomically(&path, text.as_bytes())
+        }
+        Err(error) => Err(io(&path)(error)),
+    }
+}
+
+/// The episode log of a stream.
+pub fn episode_log(dir: &Path, stream: &StreamSpec) -> PathBuf {
+    dir.join("episodes")
+        .join(format!("{}.jsonl", stream.label()))
+}
+
+/// Every logged episode of every stream under `dir`, in stream then position order.
+pub fn load_episodes(dir: &Path, streams: &[StreamSpec]) -> Result<Vec<EpisodeRecord>, RunError> {
+    let mut all = Vec::new();
+    for stream in streams {
+        all.extend(read_records::<EpisodeRecord>(&episode_log(dir, stream))?.records);
+    }
+    Ok(all)
+}
+
+fn attempt_views(record: &EpisodeRecord) -> Vec<AttemptView> {
+    record
+        .attempts
+        .iter()
+        .map(|a| AttemptView {
+            step: a.step,
+            sql: a.sql.clone(),
+            status: a.status,
+            error: a.error.clone(),
+            failure_type: a.failure_type.clone(),
+        })
+        .collect()
+}
+
+/// What to run and where.
+#[derive(Debug, Clone, Copy)]
+pub struct RunPlan<'a> {
+    /// The run directory.
+    pub dir: &'a Path,
+    /// Streams to run.
+    pub streams: &'a [StreamSpec],
+    /// The questions, in file order (streams permute them).
+    pub questions: &'a [PreparedQuestion],
+    /// Episode settings; method, seed and reflection are set per stream.
+    pub template: &'a EpisodeSettings,
+    /// Streams run at the same time.
+    pub parallel: usize,
+}
+
+/// Runs (or resumes) one stream to its end.
+fn run_stream(
+    plan: &RunPlan<'_>,
+    stream: &StreamSpec,
+    deps: &EpisodeDeps<'_>,
+    factory: &dyn MethodFactory,
+    on_episode: &(dyn Fn(&StreamSpec, &EpisodeRecord) + Sync),
+) -> Result<(), RunError> {
+    let (dir, questions, template) = (plan.dir, plan.questions, plan.template);
+    let label = stream.label();
+    let log = episode_log(dir, stream);
+    let loaded = read_records::<EpisodeRecord>(&log)?;
+    truncate_torn_tail(&log, loaded.torn_bytes)?;
+    let order = stream_order(questions.len(), stream.seed);
+    if loaded.records.len() > order.len() {
+        return Err(RunError::Mismatch(format!(
+            "{} has {} episodes but the stream has {} questions",
+            log.display(),
+            loaded.records.len(),
+            order.len()
+        )));
+    }
+    let memory_dir = dir.join("memory").join(&label);
+    if memory_dir.exists() {
+        std::fs::remove_dir_all(&memory_dir).map_err(io(&memory_dir))?;
+    }
+    std::fs::create_dir_all(&memory_dir).map_err(io(&memory_dir))?;
+    let mut memory = factory
+        .memory(stream, &memory_dir)
+        .map_err(|message| RunError::Memory {
+            stream: label.clone(),
+            message,
+        })?;
+    // Replay: the memory learns from the logged episodes exactly as it did the first time.
+    for (position, record) in loaded.records.iter().enumerate() {
+        let prepared = &questions[order[position]];
+        if record.position != position || record.question_id != prepared.view.id {
+            return Err(RunError::Mismatch(format!(
+                "{} line {}: expected question {} at position {position}, found {} at {}",
+                log.display(),
+                position + 1,
+                prepared.view.id,
+                record.question_id,
+                record.position
+            )));
+        }
+        if record.attempts.len() > 1 {
+            let views = attempt_views(record);
+            let written = memory
+                .finalize(&FinalizedEpisode {
+                    position,
+                    question: &prepared.view,
+                    schema: &prepared.schema,
+                    attempts: &views,
+                    solved: record.finally_correct(),
+                })
+                .map_err(|e| RunError::Memory {
+                    stream: label.clone(),
+                    message: e.to_string(),
+                })?;
+            if written != record.memory_written {
+                return Err(RunError::Mismatch(format!(
+                    "{}: replaying position {position} wrote memory {written:?}, the log says {:?}",
+                    log.display(),
+                    record.memory_written
+                )));
+            }
+        }
+        on_episode(stream, record);
+    }
+    let settings = EpisodeSettings {
+        method: stream.method.clone(),
+        seed: stream.seed,
+        reflect: factory.reflects(&stream.method),
+        ..template.clone()
+    };
+    let mut appender = Appender::open(&log)?;
+    for (position, &index) in order.iter().enumerate().skip(loaded.records.len()) {
+        let prepared = &questions[index];
+        let record = run_episode(
+            &settings,
+            deps,
+            memory.as_mut(),
+            &prepared.view,
+            &prepared.schema,
+            &prepared.initial_sql,
+            position,
+        )
+        .map_err(|source| RunError::Episode {
+            stream: label.clone(),
+            source,
+        })?;
+        appender.append(&record)?;
+        on_episode(stream, &record);
+    }
+    Ok(())
+}
+
+/// Runs every stream to its end, `parallel` streams at a time (episodes within a stream stay
+/// strictly sequential). The first error stops the other streams after their current episode.
+pub fn run_streams(
+    plan: &RunPlan<'_>,
+    deps: &EpisodeDeps<'_>,
+    factory: &dyn MethodFactory,
+    on_episode: &(dyn Fn(&StreamSpec, &EpisodeRecord) + Sync),
+) -> Result<(), RunError> {
+    let (streams, parallel) = (plan.streams, plan.parallel);
+    let queue = Mutex::new(streams.iter().collect::<VecDeque<_>>());
+    let failure: Mutex<Option<RunError>> = Mutex::new(None);
+    std::thread::scope(|scope| {
+        for _ in 0..parallel.clamp(1, streams.len().max(1)) {
+            scope.spawn(|| loop {
+                if failure.lock().map(|f| f.is_some()).unwrap_or(true) {
+                    return;
+                }
+                let Some(stream) = queue.lock().ok().and_then(|mut q| q.pop_front()) else {
+                    return;
+                };
+                if let Err(error) = run_stream(plan, stream, deps, factory, on_episode) {
+                    if let Ok(mut slot) = failure.lock() {
+                        slot.get_or_insert(error);
+                    }
+                    return;
+                }
+            });
+        }
+    });
+    match failure.into_inner() {
+        Ok(Some(error)) => Err(error),
+        _ => Ok(()),
+    }
+}
