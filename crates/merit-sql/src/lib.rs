@@ -19,6 +19,11 @@ pub use value::Value;
 use std::ops::ControlFlow;
 use std::time::Duration;
 
+/// The version of the SQLite library merit executes with (bundled, so the same everywhere).
+pub fn sqlite_version() -> &'static str {
+    rusqlite::version()
+}
+
 /// Which SQL engine a [`Database`] talks to; prompts and classifiers key on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Dialect {
