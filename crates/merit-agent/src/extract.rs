@@ -252,6 +252,9 @@ fn query_in(text: &str, fenced: bool) -> Option<String> {
     let rest = &text[start..];
     let inline_code = start > 0 && text.as_bytes()[start - 1] == b'`' && !fenced;
     let mut candidate = split_first_statement(rest).first;
+    if ends_with_terminator(candidate) {
+        candidate = &candidate[..candidate.len() - 1];
+    }
     if inline_code {
         if let Some(close) = candidate.find('`') {
             candidate = &candidate[..close];
@@ -260,8 +263,19 @@ fn query_in(text: &str, fenced: bool) -> Option<String> {
     if !fenced {
         candidate = cut_before_prose(candidate);
     }
-    let sql = candidate.trim().trim_end_matches(';').trim_end();
+    let sql = candidate.trim();
     (!sql.is_empty()).then(|| sql.to_string())
+}
+
+/// `true` when `statement` ends with a `;` that terminates it, not one inside a trailing
+/// `--` comment. Appending a new line and a word tells the two apart: after a terminator the
+/// word starts a new statement, after a comment it continues this one.
+fn ends_with_terminator(statement: &str) -> bool {
+    if !statement.ends_with(';') {
+        return false;
+    }
+    let probe = format!("{statement}\nx");
+    split_first_statement(&probe).first.len() == statement.len()
 }
 
 /// Where the query in `text` starts.
@@ -362,10 +376,24 @@ fn reads_like_prose(line: &str) -> bool {
     if line.starts_with('#') || line.starts_with("**") || line.starts_with("```") {
         return true;
     }
+    // A new list item ("2. Run it", "- The join ...") ends a query found in a list; a line
+    // such as "* FROM t" (a query broken after SELECT) does not.
+    let mut words = line.split_whitespace();
+    let marker = words.next().unwrap_or("");
+    let numbered = marker.len() > 1
+        && (marker.ends_with('.') || marker.ends_with(')'))
+        && marker[..marker.len() - 1]
+            .chars()
+            .all(|c| c.is_ascii_digit());
+    let bullet = matches!(marker, "-" | "*" | "+");
+    if (numbered || bullet) && words.next().is_some_and(|w| !is_sql_word(w)) {
+        return true;
+    }
     let first = line
         .split(|c: char| c.is_whitespace() || c == ',')
         .next()
         .unwrap_or("")
+        .trim_end_matches([':', '.'])
         .to_ascii_lowercase();
     PROSE_STARTS.contains(&first.as_str())
         && line.split_whitespace().count() >= 3
@@ -373,6 +401,50 @@ fn reads_like_prose(line: &str) -> bool {
             .split_whitespace()
             .nth(1)
             .is_some_and(|w| w.chars().next().is_some_and(char::is_lowercase))
+}
+
+/// Keywords that can begin a continuation line of a query.
+fn is_sql_word(word: &str) -> bool {
+    const WORDS: &[&str] = &[
+        "select",
+        "from",
+        "where",
+        "join",
+        "inner",
+        "left",
+        "right",
+        "full",
+        "cross",
+        "on",
+        "group",
+        "order",
+        "having",
+        "limit",
+        "offset",
+        "union",
+        "intersect",
+        "except",
+        "and",
+        "or",
+        "not",
+        "as",
+        "case",
+        "when",
+        "then",
+        "else",
+        "end",
+        "with",
+        "distinct",
+        "count",
+        "sum",
+        "avg",
+        "min",
+        "max",
+        "(",
+        ")",
+    ];
+    let lowered = word.to_ascii_lowercase();
+    WORDS.contains(&lowered.trim_end_matches(',')) || word.starts_with('(')
 }
 
 #[cfg(test)]

@@ -2,8 +2,10 @@
 //!
 //! - [`prompts`]: the versioned `merit-prompts-v3` templates and their rendering;
 //! - [`extract`]: pulling one SQL statement out of a model reply;
+//! - [`memory`]: the adapter from the episode's memory trait to `merit-memory`;
 //! - [`repair`]: one repair episode, generic over the model, the oracle and the memory.
 
 pub mod extract;
+pub mod memory;
 pub mod prompts;
 pub mod repair;

@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 pub enum BenchCommand {
     /// The Spider and BIRD evaluators on the Spider dev databases.
     Eval(EvalBenchArgs),
+    /// MERIT memory retrieval latency (p50/p99) and bytes per entry at several sizes.
+    Memory(crate::bench_memory::MemoryBenchArgs),
+    /// The embedded chat model and embedder: tokens/s, prefix reuse, sentences/s.
+    Models(crate::bench_models::ModelsBenchArgs),
 }
 
 /// Arguments of `merit bench eval`.
@@ -36,6 +40,8 @@ pub struct EvalBenchArgs {
 pub fn run(command: BenchCommand) -> Result<()> {
     match command {
         BenchCommand::Eval(args) => bench_eval(args),
+        BenchCommand::Memory(args) => crate::bench_memory::run(args),
+        BenchCommand::Models(args) => crate::bench_models::run(args),
     }
 }
 

@@ -1,8 +1,16 @@
 //! `merit`: the command-line tool. The only crate that knows about terminals and arguments.
 
+mod ask_cmd;
 mod bench;
+mod bench_memory;
+mod bench_models;
+mod classify_cmd;
 mod eval;
 mod files;
+mod memory_cmd;
+mod models_cmd;
+mod report_cmd;
+mod run_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -17,12 +25,32 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Answer one question with SQL from the embedded chat model (initial generation).
+    Ask(ask_cmd::AskArgs),
     /// Score predictions exactly as the official Spider and BIRD evaluators would.
     Eval(eval::EvalArgs),
     /// Measure merit's speed against a baseline run in the same process.
     Bench {
         #[command(subcommand)]
         what: bench::BenchCommand,
+    },
+    /// Classify failures (status + DBMS text), print the rules, or validate against reference labels.
+    Classify(classify_cmd::ClassifyArgs),
+    /// Inspect a MERIT memory directory and explain retrievals.
+    Memory {
+        #[command(subcommand)]
+        what: memory_cmd::MemoryCommand,
+    },
+    /// The main job: Iterative vs MERIT on a fixed Spider slice with the embedded models.
+    Demo(run_cmd::DemoArgs),
+    /// Run MERIT repair experiments (methods × seeds) into a resumable run directory.
+    Run(Box<run_cmd::RunArgs>),
+    /// Print the paper's tables and write figures for one or more run directories.
+    Report(report_cmd::ReportArgs),
+    /// List known models and fetch their weights into the local cache.
+    Models {
+        #[command(subcommand)]
+        what: models_cmd::ModelsCommand,
     },
 }
 
@@ -37,7 +65,14 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Eval(args) => eval::run(args),
+        Command::Ask(args) => ask_cmd::run(args),
         Command::Bench { what } => bench::run(what),
+        Command::Classify(args) => classify_cmd::run(args),
+        Command::Memory { what } => memory_cmd::run(what),
+        Command::Models { what } => models_cmd::run(what),
+        Command::Report(args) => report_cmd::run(args),
+        Command::Run(args) => run_cmd::run(*args).map(|_| ()),
+        Command::Demo(args) => run_cmd::demo(args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,1 +1,860 @@
-//! (in progress)
+//! In-process GGUF chat models through llama.cpp (crate `llama-cpp-2`), with prefix reuse.
+//!
+//! [`LlamaChat`] loads a GGUF file (by default Qwen2.5-Coder-0.5B-Instruct) and implements
+//! [`ChatModel`]. What it does on every call:
+//!
+//! 1. The messages are rendered with the chat template stored in the GGUF metadata, applied by
+//!    llama.cpp itself; if the file has no template, or llama.cpp cannot apply it, a
+//!    hand-written ChatML formatter ([`chatml`]) is used instead (Qwen's format). llama.cpp
+//!    recognises the template's format but does not execute its Jinja code, which for Qwen
+//!    also inserts a default system message ("You are Qwen, created by Alibaba Cloud. ...")
+//!    when the conversation has none; that message is read from the template
+//!    ([`default_system_prompt`]) and inserted the same way, so that prompts match what
+//!    Transformers, vLLM or `llama-server --jinja` send for the same conversation.
+//! 2. The prompt is tokenized and compared with the tokens whose keys and values are still in
+//!    the KV cache from the previous call. Only the part after the longest common prefix is
+//!    evaluated; the stale cache entries after that prefix are removed first. A repair episode
+//!    re-sends schema, question and history on every step, so most of each prompt is already
+//!    in the cache: this is the largest speed lever on a CPU.
+//! 3. Tokens are chosen greedily (or sampled with `temperature` and `seed` when asked) until an
+//!    end-of-generation token (for Qwen 151645 `<|im_end|>` and 151643 `<|endoftext|>`), a
+//!    [`Decoding::stop`] string, [`Decoding::max_tokens`], or the end of the context window.
+//!
+//! # Threads
+//!
+//! A llama.cpp context is not thread-safe and holds the KV cache that prefix reuse depends on,
+//! so each [`LlamaChat`] owns one context on one dedicated worker thread. Calls from any number
+//! of threads are queued and run **one at a time** in arrival order; [`LlamaChat`] is `Send +
+//! Sync` and can be shared through an `Arc`. Each call uses every available core (llama.cpp's
+//! own thread pool), which is why running calls side by side would not be faster anyway. For
+//! real parallelism, load several [`LlamaChat`]s (each has its own KV cache and its own memory).
+
+use merit_core::model::{ChatMessage, ChatModel, ChatReply, ChatRequest, ModelError, Role};
+use std::num::NonZeroU32;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::context::LlamaContext;
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
+use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::LlamaToken;
+
+/// Qwen's end-of-turn (`<|im_end|>`) and end-of-text (`<|endoftext|>`) token ids. Generation
+/// also stops on whatever the GGUF itself marks as end-of-generation.
+pub const QWEN_STOP_TOKEN_IDS: [i32; 2] = [151645, 151643];
+
+/// Name of the default embedded chat model.
+pub const DEFAULT_CHAT_MODEL: &str = "qwen2.5-coder-0.5b-instruct";
+
+/// Default context window in tokens.
+pub const DEFAULT_CONTEXT_SIZE: u32 = 4096;
+
+/// The magic bytes every GGUF file starts with.
+const GGUF_MAGIC: &[u8; 4] = b"GGUF";
+
+/// How an embedded chat model is loaded and run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LlamaConfig {
+    /// The GGUF file.
+    pub model_path: PathBuf,
+    /// Model name used in [`ChatModel::id`] (`llama.cpp:{name}`); by default the file stem,
+    /// lower-cased.
+    pub name: String,
+    /// Context window in tokens (prompt and reply together); default 4096.
+    pub context_size: u32,
+    /// CPU threads for llama.cpp; default: every available core.
+    pub threads: usize,
+    /// Most tokens evaluated in one llama.cpp batch when reading a prompt; default 512.
+    pub batch_size: u32,
+    /// Keep the KV cache between calls and evaluate only the new suffix of each prompt
+    /// (default `true`). Can also be switched at run time with [`LlamaChat::set_prefix_reuse`].
+    pub prefix_reuse: bool,
+    /// Extra token ids that end generation, besides the GGUF's own end-of-generation tokens;
+    /// default [`QWEN_STOP_TOKEN_IDS`].
+    pub stop_token_ids: Vec<i32>,
+}
+
+impl LlamaConfig {
+    /// Defaults for the GGUF file at `model_path`.
+    pub fn new(model_path: impl Into<PathBuf>) -> LlamaConfig {
+        let model_path = model_path.into();
+        let name = model_path
+            .file_stem()
+            .map(|stem| stem.to_string_lossy().to_lowercase())
+            .filter(|stem| !stem.is_empty())
+            .unwrap_or_else(|| "gguf".to_string());
+        LlamaConfig {
+            model_path,
+            name,
+            context_size: DEFAULT_CONTEXT_SIZE,
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            batch_size: 512,
+            prefix_reuse: true,
+            stop_token_ids: QWEN_STOP_TOKEN_IDS.to_vec(),
+        }
+    }
+
+    /// Sets the model name used in the id.
+    pub fn with_name(mut self, name: impl Into<String>) -> LlamaConfig {
+        self.name = name.into();
+        self
+    }
+
+    /// Sets the context window.
+    pub fn with_context_size(mut self, tokens: u32) -> LlamaConfig {
+        self.context_size = tokens;
+        self
+    }
+
+    /// Sets the number of CPU threads.
+    pub fn with_threads(mut self, threads: usize) -> LlamaConfig {
+        self.threads = threads;
+        self
+    }
+
+    /// Turns prefix reuse on or off.
+    pub fn with_prefix_reuse(mut self, on: bool) -> LlamaConfig {
+        self.prefix_reuse = on;
+        self
+    }
+}
+
+/// What one call cost, in more detail than [`ChatReply`] gives (for benchmarks and logs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CallStats {
+    /// Tokens in the rendered prompt.
+    pub prompt_tokens: u32,
+    /// Prompt tokens whose KV entries were reused from the previous call.
+    pub reused_tokens: u32,
+    /// Prompt tokens actually evaluated (`prompt_tokens - reused_tokens`).
+    pub evaluated_tokens: u32,
+    /// Tokens generated.
+    pub completion_tokens: u32,
+    /// Time spent evaluating the prompt suffix.
+    pub prompt_time: Duration,
+    /// Time spent generating.
+    pub generation_time: Duration,
+}
+
+/// What the loaded model is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LlamaModelInfo {
+    /// Context window of this instance.
+    pub context_size: u32,
+    /// Context length the model was trained with.
+    pub trained_context: u32,
+    /// Parameter count.
+    pub parameters: u64,
+    /// `true` when prompts are rendered with the GGUF's own chat template, `false` when the
+    /// built-in ChatML fallback is used.
+    pub uses_gguf_template: bool,
+    /// The system message the template adds to conversations that have none.
+    pub default_system_prompt: Option<String>,
+}
+
+/// A GGUF chat model running in-process through llama.cpp. See the [module docs](self) for
+/// how calls are served and why they run one at a time.
+pub struct LlamaChat {
+    id: String,
+    info: LlamaModelInfo,
+    prefix_reuse: Arc<AtomicBool>,
+    jobs: Option<mpsc::Sender<Job>>,
+    worker: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for LlamaChat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlamaChat")
+            .field("id", &self.id)
+            .field("info", &self.info)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Work sent to the worker thread, each with the channel its answer goes back on.
+enum Job {
+    Chat(
+        Box<ChatRequest>,
+        mpsc::Sender<Result<(ChatReply, CallStats), ModelError>>,
+    ),
+    Render(
+        Vec<ChatMessage>,
+        mpsc::Sender<Result<(String, usize), ModelError>>,
+    ),
+    ClearCache(mpsc::Sender<()>),
+}
+
+impl LlamaChat {
+    /// Loads the GGUF file named in `config` and starts its worker thread.
+    ///
+    /// Fails with [`ModelError::Unavailable`] naming the file when it is missing, unreadable,
+    /// not a GGUF file, or rejected by llama.cpp (e.g. truncated), and with
+    /// [`ModelError::InvalidRequest`] for a nonsensical configuration.
+    pub fn load(config: LlamaConfig) -> Result<LlamaChat, ModelError> {
+        check_gguf_file(&config.model_path)?;
+        if config.context_size < 16 {
+            return Err(ModelError::InvalidRequest(format!(
+                "context size {} is too small (at least 16 tokens)",
+                config.context_size
+            )));
+        }
+        if config.batch_size == 0 || config.threads == 0 {
+            return Err(ModelError::InvalidRequest(
+                "batch size and thread count must be at least 1".to_string(),
+            ));
+        }
+        let id = format!("llama.cpp:{}", config.name);
+        let prefix_reuse = Arc::new(AtomicBool::new(config.prefix_reuse));
+        let (jobs, inbox) = mpsc::channel();
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let worker_reuse = Arc::clone(&prefix_reuse);
+        let worker = std::thread::Builder::new()
+            .name(format!("llama.cpp {}", config.name))
+            .spawn(move || worker_main(config, worker_reuse, ready_tx, inbox))
+            .map_err(|error| {
+                ModelError::Unavailable(format!("cannot start the llama.cpp thread: {error}"))
+            })?;
+        let info = match ready_rx.recv() {
+            Ok(Ok(info)) => info,
+            Ok(Err(error)) => {
+                let _ = worker.join();
+                return Err(error);
+            }
+            Err(_) => {
+                let _ = worker.join();
+                return Err(ModelError::Unavailable(
+                    "the llama.cpp thread stopped while loading the model".to_string(),
+                ));
+            }
+        };
+        Ok(LlamaChat {
+            id,
+            info,
+            prefix_reuse,
+            jobs: Some(jobs),
+            worker: Some(worker),
+        })
+    }
+
+    /// Facts about the loaded model.
+    pub fn info(&self) -> &LlamaModelInfo {
+        &self.info
+    }
+
+    /// Turns prefix reuse on or off for the following calls. Off means every call evaluates
+    /// its whole prompt from an empty cache (the baseline the benchmark compares against).
+    pub fn set_prefix_reuse(&self, on: bool) {
+        self.prefix_reuse.store(on, Ordering::SeqCst);
+    }
+
+    /// Empties the KV cache, so that the next call shares no prefix.
+    pub fn clear_cache(&self) -> Result<(), ModelError> {
+        let (tx, rx) = mpsc::channel();
+        self.send(Job::ClearCache(tx))?;
+        rx.recv().map_err(|_| worker_gone())
+    }
+
+    /// The exact prompt text `messages` are rendered to, and its length in tokens.
+    pub fn render(&self, messages: &[ChatMessage]) -> Result<(String, usize), ModelError> {
+        let (tx, rx) = mpsc::channel();
+        self.send(Job::Render(messages.to_vec(), tx))?;
+        rx.recv().map_err(|_| worker_gone())?
+    }
+
+    /// Like [`ChatModel::chat`], with the detailed cost of the call.
+    pub fn chat_with_stats(
+        &self,
+        request: &ChatRequest,
+    ) -> Result<(ChatReply, CallStats), ModelError> {
+        let (tx, rx) = mpsc::channel();
+        self.send(Job::Chat(Box::new(request.clone()), tx))?;
+        rx.recv().map_err(|_| worker_gone())?
+    }
+
+    fn send(&self, job: Job) -> Result<(), ModelError> {
+        match &self.jobs {
+            Some(jobs) => jobs.send(job).map_err(|_| worker_gone()),
+            None => Err(worker_gone()),
+        }
+    }
+}
+
+impl Drop for LlamaChat {
+    fn drop(&mut self) {
+        // Closing the queue ends the worker's loop; joining frees model and context before
+        // the caller goes on (a reload right after a drop must not hold two models in memory).
+        self.jobs.take();
+        if let Some(worker) = self.worker.take() {
+            let _ = worker.join();
+        }
+    }
+}
+
+impl ChatModel for LlamaChat {
+    fn id(&self) -> String {
+        self.id.clone()
+    }
+
+    fn chat(&self, request: &ChatRequest) -> Result<ChatReply, ModelError> {
+        self.chat_with_stats(request).map(|(reply, _)| reply)
+    }
+}
+
+fn worker_gone() -> ModelError {
+    ModelError::Unavailable("the llama.cpp worker thread has stopped".to_string())
+}
+
+/// Checks before llama.cpp sees the file, so that the common mistakes get an error naming the
+/// file instead of llama.cpp's generic failure.
+fn check_gguf_file(path: &Path) -> Result<(), ModelError> {
+    use std::io::Read;
+    let unavailable =
+        |why: String| ModelError::Unavailable(format!("GGUF model file {}: {why}", path.display()));
+    let mut file = std::fs::File::open(path).map_err(|error| unavailable(error.to_string()))?;
+    let mut magic = [0u8; 4];
+    file.read_exact(&mut magic)
+        .map_err(|_| unavailable("too short to be a GGUF file".to_string()))?;
+    if &magic != GGUF_MAGIC {
+        return Err(unavailable(
+            "not a GGUF file (it does not start with the GGUF magic bytes)".to_string(),
+        ));
+    }
+    if path.to_str().is_none() {
+        return Err(unavailable(
+            "llama.cpp needs a path that is valid UTF-8".to_string(),
+        ));
+    }
+    Ok(())
+}
+
+/// The process-wide llama.cpp backend. llama.cpp may be initialised only once per process,
+/// and never torn down while a model may still be in use, so it lives in a static.
+fn backend() -> Result<&'static LlamaBackend, ModelError> {
+    static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
+    BACKEND
+        .get_or_init(|| {
+            // llama.cpp writes its load-time chatter (including harmless warnings about the
+            // vocabulary) to stderr. Route it through `tracing` when the subscriber wants the
+            // `llama-cpp-2` target at info level or finer (e.g. `MERIT_LOG=llama-cpp-2=info`),
+            // and silence it otherwise: merit's own errors already say what went wrong.
+            let wanted = tracing::enabled!(target: "llama-cpp-2", tracing::Level::INFO);
+            llama_cpp_2::send_logs_to_tracing(
+                llama_cpp_2::LogOptions::default().with_logs_enabled(wanted),
+            );
+            LlamaBackend::init().map_err(|error| error.to_string())
+        })
+        .as_ref()
+        .map_err(|error| ModelError::Unavailable(format!("cannot start llama.cpp: {error}")))
+}
+
+/// Formats a conversation in ChatML, the format Qwen models are trained on:
+/// `<|im_start|>{role}\n{content}<|im_end|>\n` per message, then `<|im_start|>assistant\n`.
+///
+/// This is the fallback used when a GGUF carries no chat template llama.cpp can apply; it is
+/// written by hand from the published format, not derived from any template.
+pub fn chatml(messages: &[ChatMessage]) -> String {
+    let mut out = String::new();
+    for message in messages {
+        out.push_str("<|im_start|>");
+        out.push_str(role_name(message.role));
+        out.push('\n');
+        out.push_str(&message.content);
+        out.push_str("<|im_end|>\n");
+    }
+    out.push_str("<|im_start|>assistant\n");
+    out
+}
+
+fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::System => "system",
+        Role::User => "user",
+        Role::Assistant => "assistant",
+    }
+}
+
+/// The system message a Jinja chat template writes when the conversation starts without one,
+/// e.g. Qwen2.5's `'<|im_start|>system\nYou are Qwen, ...<|im_end|>\n'`: the first
+/// ChatML system turn written as a constant string (one without `'` or `+`, which would mean
+/// the template is inserting the caller's own system message).
+pub fn default_system_prompt(template: &str) -> Option<String> {
+    const OPEN: &str = "'<|im_start|>system\\n";
+    let mut rest = template;
+    while let Some(at) = rest.find(OPEN) {
+        let after = &rest[at + OPEN.len()..];
+        if let Some(end) = after.find("<|im_end|>") {
+            let text = &after[..end];
+            if !text.is_empty() && !text.contains(['\'', '+', '{', '}']) {
+                return Some(text.replace("\\n", "\n"));
+            }
+        }
+        rest = after;
+    }
+    None
+}
+
+/// Length of the longest common prefix of two token sequences.
+fn common_prefix(a: &[LlamaToken], b: &[LlamaToken]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// Earliest byte offset at which any non-empty stop string occurs in `text`.
+fn find_stop(text: &str, stops: &[String]) -> Option<usize> {
+    stops
+        .iter()
+        .filter(|stop| !stop.is_empty())
+        .filter_map(|stop| text.find(stop.as_str()))
+        .min()
+}
+
+fn worker_main(
+    config: LlamaConfig,
+    prefix_reuse: Arc<AtomicBool>,
+    ready: mpsc::Sender<Result<LlamaModelInfo, ModelError>>,
+    inbox: mpsc::Receiver<Job>,
+) {
+    // The model and the context (which borrows the model) live on this thread's stack for the
+    // whole life of the LlamaChat, which is what lets the KV cache survive between calls.
+    let loaded = catch_unwind(AssertUnwindSafe(|| load_model(&config)));
+    let model = match loaded {
+        Ok(Ok(model)) => model,
+        Ok(Err(error)) => {
+            let _ = ready.send(Err(error));
+            return;
+        }
+        Err(_) => {
+            let _ = ready.send(Err(ModelError::Unavailable(format!(
+                "llama.cpp failed while loading {}",
+                config.model_path.display()
+            ))));
+            return;
+        }
+    };
+    let mut engine = match Engine::new(&model, &config) {
+        Ok(engine) => engine,
+        Err(error) => {
+            let _ = ready.send(Err(error));
+            return;
+        }
+    };
+    if ready.send(Ok(engine.info())).is_err() {
+        return;
+    }
+    for job in inbox {
+        match job {
+            Job::Chat(request, reply) => {
+                let reuse = prefix_reuse.load(Ordering::SeqCst);
+                let outcome = catch_unwind(AssertUnwindSafe(|| engine.chat(&request, reuse)))
+                    .unwrap_or_else(|_| {
+                        // A panic inside the bindings leaves the cache in an unknown state.
+                        engine.forget_cache();
+                        Err(ModelError::Server {
+                            status: 0,
+                            body: "llama.cpp generation failed unexpectedly".to_string(),
+                        })
+                    });
+                let _ = reply.send(outcome);
+            }
+            Job::Render(messages, reply) => {
+                let outcome = catch_unwind(AssertUnwindSafe(|| {
+                    let text = engine.render(&messages)?;
+                    let tokens = engine.tokenize(&text)?;
+                    Ok((text, tokens.len()))
+                }))
+                .unwrap_or_else(|_| {
+                    Err(ModelError::InvalidRequest(
+                        "the prompt could not be rendered".to_string(),
+                    ))
+                });
+                let _ = reply.send(outcome);
+            }
+            Job::ClearCache(reply) => {
+                engine.forget_cache();
+                let _ = reply.send(());
+            }
+        }
+    }
+}
+
+fn load_model(config: &LlamaConfig) -> Result<LlamaModel, ModelError> {
+    let backend = backend()?;
+    LlamaModel::load_from_file(backend, &config.model_path, &LlamaModelParams::default()).map_err(
+        |error| {
+            ModelError::Unavailable(format!(
+                "llama.cpp could not load {} ({error}); the file may be truncated or corrupt",
+                config.model_path.display()
+            ))
+        },
+    )
+}
+
+/// The state of one loaded model: its context (with the KV cache) and what is in the cache.
+struct Engine<'m> {
+    model: &'m LlamaModel,
+    context: LlamaContext<'m>,
+    /// The tokens whose keys and values are in the KV cache, position by position.
+    cached: Vec<LlamaToken>,
+    template: Option<LlamaChatTemplate>,
+    default_system: Option<String>,
+    stop_token_ids: Vec<i32>,
+    batch_size: usize,
+    context_size: u32,
+}
+
+impl<'m> Engine<'m> {
+    fn new(model: &'m LlamaModel, config: &LlamaConfig) -> Result<Engine<'m>, ModelError> {
+        let backend = backend()?;
+        let threads = i32::try_from(config.threads).unwrap_or(i32::MAX);
+        let params = LlamaContextParams::default()
+            .with_n_ctx(NonZeroU32::new(config.context_size))
+            .with_n_batch(config.batch_size)
+            .with_n_ubatch(config.batch_size)
+            .with_n_threads(threads)
+            .with_n_threads_batch(threads);
+        let context = model.new_context(backend, params).map_err(|error| {
+            ModelError::Unavailable(format!(
+                "llama.cpp could not create a {}-token context for {} ({error})",
+                config.context_size,
+                config.model_path.display()
+            ))
+        })?;
+        // Only use the GGUF's template if llama.cpp can actually apply it; otherwise fall back
+        // to ChatML for every call rather than failing at the first one.
+        let template = model.chat_template(None).ok().filter(|template| {
+            let probe = [LlamaChatMessage::new("user".into(), "x".into())];
+            probe
+                .into_iter()
+                .collect::<Result<Vec<_>, _>>()
+                .is_ok_and(|probe| model.apply_chat_template(template, &probe, true).is_ok())
+        });
+        if template.is_none() {
+            tracing::info!(
+                model = %config.model_path.display(),
+                "no usable chat template in the GGUF; using the built-in ChatML formatter"
+            );
+        }
+        let default_system = template
+            .as_ref()
+            .and_then(|template| template.to_str().ok().and_then(default_system_prompt));
+        // llama.cpp may round the window up (to a multiple of 256); the configured size is the
+        // limit callers asked for, so it is the one enforced.
+        let context_size = context.n_ctx().min(config.context_size);
+        // llama.cpp lowers the batch size to the context size; a larger batch would abort.
+        let batch_size = (context.n_batch().min(config.batch_size) as usize).max(1);
+        Ok(Engine {
+            model,
+            context,
+            cached: Vec::new(),
+            template,
+            default_system,
+            stop_token_ids: config.stop_token_ids.clone(),
+            batch_size,
+            context_size,
+        })
+    }
+
+    fn info(&self) -> LlamaModelInfo {
+        LlamaModelInfo {
+            context_size: self.context_size,
+            trained_context: self.model.n_ctx_train(),
+            parameters: self.model.n_params(),
+            uses_gguf_template: self.template.is_some(),
+            default_system_prompt: self.default_system.clone(),
+        }
+    }
+
+    fn forget_cache(&mut self) {
+        self.context.clear_kv_cache();
+        self.cached.clear();
+    }
+
+    fn render(&self, messages: &[ChatMessage]) -> Result<String, ModelError> {
+        if messages.is_empty() {
+            return Err(ModelError::InvalidRequest(
+                "a chat request needs at least one message".to_string(),
+            ));
+        }
+        if let Some(template) = &self.template {
+            let default_system = match (&self.default_system, messages[0].role) {
+                (Some(text), role) if role != Role::System => Some(ChatMessage::system(text)),
+                _ => None,
+            };
+            let converted: Result<Vec<LlamaChatMessage>, _> = default_system
+                .iter()
+                .chain(messages)
+                .map(|m| LlamaChatMessage::new(role_name(m.role).to_string(), m.content.clone()))
+                .collect();
+            let converted = converted.map_err(|_| {
+                ModelError::InvalidRequest("a message contains a NUL character".to_string())
+            })?;
+            if let Ok(text) = self.model.apply_chat_template(template, &converted, true) {
+                return Ok(text);
+            }
+        }
+        Ok(chatml(messages))
+    }
+
+    fn tokenize(&self, text: &str) -> Result<Vec<LlamaToken>, ModelError> {
+        // llama.cpp counts bytes in an i32; refuse long before that instead of panicking.
+        if text.len() > (i32::MAX / 4) as usize {
+            return Err(ModelError::InvalidRequest(format!(
+                "the prompt is {} bytes long, far beyond any context window",
+                text.len()
+            )));
+        }
+        // Special tokens must be parsed: the template writes `<|im_start|>` as text.
+        Ok(self.model.vocab().tokenize(text.as_bytes(), true, true))
+    }
+
+    fn is_end_of_generation(&self, token: LlamaToken) -> bool {
+        self.stop_token_ids.contains(&token.0) || self.model.vocab().is_eog(token)
+    }
+
+    /// Evaluates `tokens` at the positions following what is cached. Logits are kept only for
+    /// the last token, which is all that sampling needs.
+    fn evaluate(
+        &mut self,
+        tokens: &[LlamaToken],
+        batch: &mut LlamaBatch,
+    ) -> Result<(), ModelError> {
+        let total = tokens.len();
+        for (chunk_index, chunk) in tokens.chunks(self.batch_size).enumerate() {
+            batch.clear();
+            for (i, &token) in chunk.iter().enumerate() {
+                let position = i32::try_from(self.cached.len() + i).unwrap_or(i32::MAX);
+                let is_last = chunk_index * self.batch_size + i + 1 == total;
+                batch
+                    .add(token, position, &[0], is_last)
+                    .map_err(|error| server_error(format!("llama.cpp batch: {error}")))?;
+            }
+            if let Err(error) = self.context.decode(batch) {
+                self.forget_cache();
+                return Err(server_error(format!("llama.cpp decode failed: {error}")));
+            }
+            self.cached.extend_from_slice(chunk);
+        }
+        Ok(())
+    }
+
+    fn chat(
+        &mut self,
+        request: &ChatRequest,
+        reuse: bool,
+    ) -> Result<(ChatReply, CallStats), ModelError> {
+        let started = Instant::now();
+        let prompt = self.render(&request.messages)?;
+        let tokens = self.tokenize(&prompt)?;
+        if tokens.is_empty() {
+            return Err(ModelError::InvalidRequest(
+                "the prompt is empty after tokenization".to_string(),
+            ));
+        }
+        if tokens.len() >= self.context_size as usize {
+            return Err(ModelError::InvalidRequest(format!(
+                "the prompt is {} tokens but the context window holds {} (prompt and reply \
+                 together); shorten the prompt or load the model with a larger context size",
+                tokens.len(),
+                self.context_size
+            )));
+        }
+
+        // Keep the longest cached prefix, but always evaluate at least the last prompt token:
+        // its logits choose the first reply token and are not kept from earlier calls.
+        let keep = if reuse {
+            common_prefix(&self.cached, &tokens).min(tokens.len() - 1)
+        } else {
+            0
+        };
+        if keep == 0 {
+            self.forget_cache();
+        } else if keep < self.cached.len() {
+            let removed = self
+                .context
+                .clear_kv_cache_seq(Some(0), u32::try_from(keep).ok(), None)
+                .unwrap_or(false);
+            if removed {
+                self.cached.truncate(keep);
+            } else {
+                // Some cache types cannot drop a tail; start over rather than reuse wrongly.
+                self.forget_cache();
+            }
+        }
+        let reused = self.cached.len();
+
+        let mut batch = LlamaBatch::new(self.batch_size, 1);
+        let prompt_started = Instant::now();
+        self.evaluate(&tokens[reused..], &mut batch)?;
+        let prompt_time = prompt_started.elapsed();
+
+        let generation_started = Instant::now();
+        let mut sampler = if request.decoding.temperature > 0.0 {
+            LlamaSampler::chain_simple([
+                LlamaSampler::temp(request.decoding.temperature),
+                LlamaSampler::dist(request.decoding.seed as u32),
+            ])
+        } else {
+            LlamaSampler::greedy()
+        };
+        let mut bytes: Vec<u8> = Vec::new();
+        let mut text = String::new();
+        let mut completion_tokens: u32 = 0;
+        let mut logits_index = batch.n_tokens() - 1;
+        while completion_tokens < request.decoding.max_tokens {
+            let token = sampler.sample(&self.context, logits_index);
+            if self.is_end_of_generation(token) {
+                break;
+            }
+            completion_tokens += 1;
+            bytes.extend(self.model.vocab().token_to_piece(token, false, None));
+            text = String::from_utf8_lossy(&bytes).into_owned();
+            if let Some(at) = find_stop(&text, &request.decoding.stop) {
+                text.truncate(at);
+                break;
+            }
+            if completion_tokens >= request.decoding.max_tokens
+                || self.cached.len() >= self.context_size as usize
+            {
+                break;
+            }
+            self.evaluate(&[token], &mut batch)?;
+            logits_index = batch.n_tokens() - 1;
+        }
+        let generation_time = generation_started.elapsed();
+
+        let prompt_tokens = u32::try_from(tokens.len()).unwrap_or(u32::MAX);
+        let reused_tokens = u32::try_from(reused).unwrap_or(u32::MAX);
+        let stats = CallStats {
+            prompt_tokens,
+            reused_tokens,
+            evaluated_tokens: prompt_tokens - reused_tokens,
+            completion_tokens,
+            prompt_time,
+            generation_time,
+        };
+        let reply = ChatReply {
+            text,
+            prompt_tokens,
+            completion_tokens,
+            latency: started.elapsed(),
+            cached: false,
+        };
+        Ok((reply, stats))
+    }
+}
+
+fn server_error(body: String) -> ModelError {
+    ModelError::Server { status: 0, body }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chatml_formats_every_role_and_opens_the_assistant_turn() {
+        let text = chatml(&[
+            ChatMessage::system("be brief"),
+            ChatMessage::user("hi"),
+            ChatMessage::assistant("hello"),
+            ChatMessage::user("count"),
+        ]);
+        assert_eq!(
+            text,
+            "<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n\
+             <|im_start|>assistant\nhello<|im_end|>\n<|im_start|>user\ncount<|im_end|>\n\
+             <|im_start|>assistant\n"
+        );
+    }
+
+    #[test]
+    fn the_default_system_prompt_is_read_from_a_qwen_style_template() {
+        let template = r#"{%- if tools %}
+    {{- '<|im_start|>system\n' }}
+{%- else %}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- '<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>\n' }}
+    {%- else %}
+        {{- '<|im_start|>system\nYou are Qwen, a helper.<|im_end|>\n' }}
+    {%- endif %}
+{%- endif %}"#;
+        assert_eq!(
+            default_system_prompt(template).as_deref(),
+            Some("You are Qwen, a helper.")
+        );
+        assert_eq!(
+            default_system_prompt("{% for m in messages %}<|im_start|>{{ m.role }}{% endfor %}"),
+            None
+        );
+    }
+
+    #[test]
+    fn common_prefix_counts_equal_leading_tokens() {
+        let t = |ids: &[i32]| ids.iter().map(|&i| LlamaToken(i)).collect::<Vec<_>>();
+        assert_eq!(common_prefix(&t(&[1, 2, 3]), &t(&[1, 2, 4, 5])), 2);
+        assert_eq!(common_prefix(&t(&[]), &t(&[1])), 0);
+        assert_eq!(common_prefix(&t(&[1, 2]), &t(&[1, 2])), 2);
+    }
+
+    #[test]
+    fn stop_strings_take_the_earliest_match_and_ignore_empty_ones() {
+        let stops = vec![String::new(), ";".to_string(), "```".to_string()];
+        assert_eq!(find_stop("SELECT 1```;", &stops), Some(8));
+        assert_eq!(find_stop("SELECT 1", &stops), None);
+        assert_eq!(find_stop("abc", &[String::new()]), None);
+    }
+
+    #[test]
+    fn missing_and_non_gguf_files_are_unavailable_and_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("absent.gguf");
+        let error = LlamaChat::load(LlamaConfig::new(&missing)).unwrap_err();
+        assert!(
+            matches!(&error, ModelError::Unavailable(m) if m.contains("absent.gguf")),
+            "{error}"
+        );
+        let junk = dir.path().join("junk.gguf");
+        std::fs::write(&junk, b"this is not a model at all").unwrap();
+        let error = LlamaChat::load(LlamaConfig::new(&junk)).unwrap_err();
+        assert!(
+            matches!(&error, ModelError::Unavailable(m) if m.contains("junk.gguf") && m.contains("not a GGUF")),
+            "{error}"
+        );
+        let empty = dir.path().join("empty.gguf");
+        std::fs::write(&empty, b"").unwrap();
+        let error = LlamaChat::load(LlamaConfig::new(&empty)).unwrap_err();
+        assert!(matches!(&error, ModelError::Unavailable(m) if m.contains("empty.gguf")));
+    }
+
+    #[test]
+    fn a_gguf_header_without_a_model_is_rejected_without_panicking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = dir.path().join("header-only.gguf");
+        // Magic, version 3, then garbage counts: llama.cpp must refuse it, not crash.
+        let mut bytes = b"GGUF".to_vec();
+        bytes.extend(3u32.to_le_bytes());
+        bytes.extend([0xff; 64]);
+        std::fs::write(&fake, &bytes).unwrap();
+        let error = LlamaChat::load(LlamaConfig::new(&fake)).unwrap_err();
+        assert!(
+            matches!(&error, ModelError::Unavailable(m) if m.contains("header-only.gguf")),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn config_defaults_follow_the_file_name() {
+        let config = LlamaConfig::new("/models/Qwen2.5-Coder-0.5B-Instruct.gguf");
+        assert_eq!(config.name, "qwen2.5-coder-0.5b-instruct");
+        assert_eq!(config.context_size, DEFAULT_CONTEXT_SIZE);
+        assert!(config.threads >= 1);
+        assert!(config.prefix_reuse);
+    }
+}

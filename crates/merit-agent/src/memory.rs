@@ -1,0 +1,150 @@
+//! The bridge between the repair episode and `merit-memory`.
+//!
+//! The episode speaks [`RepairMemory`]; `merit-memory` keeps its own causal types
+//! (`Episode`, `FinalizedEpisode`, `MemoryView`). This adapter turns a retrieval request into
+//! a view at the episode's stream position and query, and a finished episode into
+//! `Episode::begin` → `record` … → `finalize` → `commit`, so every entry still enters memory
+//! only through the memory crate's own finalization.
+
+use crate::repair::{
+    FailureClassifier, FinalizedEpisode, MemoryError, Precedent, PrecedentPolarity, RepairMemory,
+    RetrievalRequest,
+};
+use merit_core::model::Embedder;
+use merit_core::{Feedback, Status};
+use merit_memory::{
+    Attempt, Episode, EpisodeSource, FailureType, FinalizePolicy, PersistentMemory, Polarity,
+    RetrievalConfig, RetrievalQuery, StreamPos,
+};
+use std::path::Path;
+use std::sync::Arc;
+
+/// `merit-memory`'s classifier behind the episode's trait.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RuleClassifier;
+
+impl FailureClassifier for RuleClassifier {
+    fn classify(&self, status: Status, error: Option<&str>) -> String {
+        merit_memory::classify(status, error)
+            .map(|c| c.failure_type.as_str().to_string())
+            .unwrap_or_else(|| FailureType::Unknown.as_str().to_string())
+    }
+}
+
+/// A persistent MERIT memory with one retrieval policy.
+pub struct MeritMemory {
+    memory: PersistentMemory,
+    config: RetrievalConfig,
+    policy: FinalizePolicy,
+    embedder: Arc<dyn Embedder>,
+    method: String,
+}
+
+impl MeritMemory {
+    /// Opens (creating) the memory under `dir`.
+    pub fn open(
+        dir: &Path,
+        config: RetrievalConfig,
+        policy: FinalizePolicy,
+        embedder: Arc<dyn Embedder>,
+        method: &str,
+    ) -> Result<MeritMemory, MemoryError> {
+        let (memory, _) = PersistentMemory::open(dir, embedder.as_ref())
+            .map_err(|e| MemoryError(e.to_string()))?;
+        Ok(MeritMemory {
+            memory,
+            config,
+            policy,
+            embedder,
+            method: method.to_string(),
+        })
+    }
+}
+
+fn parse_failure_type(name: &str) -> FailureType {
+    FailureType::ALL
+        .iter()
+        .copied()
+        .find(|t| t.as_str() == name)
+        .unwrap_or(FailureType::Unknown)
+}
+
+impl RepairMemory for MeritMemory {
+    fn retrieve(&self, request: &RetrievalRequest<'_>) -> Result<Vec<Precedent>, MemoryError> {
+        let view = self
+            .memory
+            .memory()
+            .view_at(StreamPos(request.position as u64), &request.question.id);
+        let query = RetrievalQuery {
+            question: request.question.question.clone(),
+            sql: request.current_sql.to_string(),
+            status: request.status,
+            error: request.error.map(str::to_string),
+            failure_type: parse_failure_type(request.failure_type),
+            db_id: request.question.db_id.clone(),
+            step: 0,
+        };
+        let retrieval = view
+            .retrieve(&query, &self.config, self.embedder.as_ref())
+            .map_err(|e| MemoryError(e.to_string()))?;
+        Ok(retrieval
+            .precedents
+            .iter()
+            .map(|p| {
+                let entry = p.entry;
+                Precedent {
+                    id: entry.id.to_string(),
+                    polarity: match entry.polarity {
+                        Polarity::Positive => PrecedentPolarity::Positive,
+                        Polarity::Negative => PrecedentPolarity::Negative,
+                    },
+                    failure_type: entry.failure_type.as_str().to_string(),
+                    db_id: entry.provenance.db_id.clone(),
+                    question: entry.context.question.clone(),
+                    failing_sql: entry.context.failing_sql.clone(),
+                    status: entry.context.status.as_str().to_string(),
+                    error: entry.context.error.clone(),
+                    delta: entry.transition.delta.render(),
+                }
+            })
+            .collect())
+    }
+
+    fn finalize(&mut self, episode: &FinalizedEpisode<'_>) -> Result<Option<String>, MemoryError> {
+        let question = episode.question;
+        let source = EpisodeSource {
+            query_id: question.id.clone(),
+            db_id: question.db_id.clone(),
+            question: question.question.clone(),
+            evidence: question.evidence.clone(),
+            schema: episode.schema.to_string(),
+            stream_pos: StreamPos(episode.position as u64),
+            method: self.method.clone(),
+            // No wall-clock time: identical inputs must give byte-identical memory files.
+            time: String::new(),
+        };
+        let attempt = |view: &crate::repair::AttemptView| {
+            Attempt::new(
+                view.sql.clone(),
+                Feedback {
+                    status: view.status,
+                    error: view.error.clone(),
+                },
+            )
+        };
+        let mut attempts = episode.attempts.iter();
+        let Some(first) = attempts.next() else {
+            return Ok(None);
+        };
+        let mut open = Episode::begin(source, attempt(first));
+        for view in attempts {
+            open.record(attempt(view))
+                .map_err(|e| MemoryError(e.to_string()))?;
+        }
+        let finalized = open.finalize(self.policy);
+        self.memory
+            .commit(finalized, self.embedder.as_ref())
+            .map(|id| id.map(|id| id.to_string()))
+            .map_err(|e| MemoryError(e.to_string()))
+    }
+}

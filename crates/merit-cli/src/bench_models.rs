@@ -1,0 +1,316 @@
+//! `merit bench models`: speed of the embedded models, measured in one run.
+//!
+//! Three measurements, each against its baseline in the same process:
+//!
+//! 1. **Prompt and generation speed** of the chat model on the initial Text-to-SQL prompt of
+//!    a real database (about 600 tokens by default), from an empty KV cache.
+//! 2. **A 7-step repair-like episode**: the initial prompt, then six rounds of "the query was
+//!    wrong, here is the feedback, write a corrected one", each step re-sending the whole
+//!    growing conversation. It runs once with prefix reuse (only the new suffix of each prompt
+//!    is evaluated) and once without (every prompt from scratch). The second run replays the
+//!    replies of the first as the assistant turns, so both runs send exactly the same prompts.
+//! 3. **Embedder throughput**: sentences per second at batch 32, and the latency of one.
+
+use crate::ask_cmd::{load_chat_model, load_embedder};
+use anyhow::{anyhow, Result};
+use clap::Args;
+use merit_agent::prompts::initial::{initial_request, schema_from_database, InitialTask};
+use merit_core::model::{ChatMessage, ChatRequest, Decoding, Embedder};
+use merit_core::Benchmark;
+use merit_data::DatabaseDir;
+use merit_models::llama::{CallStats, LlamaChat, DEFAULT_CONTEXT_SIZE};
+use merit_sql::{Dialect, SqliteDatabase};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Arguments of `merit bench models`.
+#[derive(Debug, Args)]
+pub struct ModelsBenchArgs {
+    /// Folder with one folder per database (Spider's `database/`).
+    #[arg(long)]
+    db_dir: PathBuf,
+    /// Spider database whose schema makes the prompt (`dog_kennels`' initial prompt is about
+    /// 600 tokens with the default model's tokenizer).
+    #[arg(long, default_value = "dog_kennels")]
+    db: String,
+    /// Chat model.
+    #[arg(long, default_value = merit_models::registry::DEFAULT_CHAT_MODEL)]
+    model: String,
+    /// A GGUF file to use instead of the cached or downloaded model.
+    #[arg(long)]
+    model_path: Option<PathBuf>,
+    /// Embedder.
+    #[arg(long, default_value = merit_models::registry::DEFAULT_EMBEDDER)]
+    embedder: String,
+    /// A folder with the embedder's files to use instead of the cached or downloaded copy.
+    #[arg(long)]
+    embedder_path: Option<PathBuf>,
+    /// Timed repetitions of the prompt/generation measurement; the median is reported.
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Most tokens generated per episode step.
+    #[arg(long, default_value_t = 96)]
+    step_tokens: u32,
+    /// Sentences embedded for the throughput figure.
+    #[arg(long, default_value_t = 256)]
+    sentences: usize,
+    /// Skip the chat model.
+    #[arg(long)]
+    no_chat: bool,
+    /// Skip the embedder.
+    #[arg(long)]
+    no_embedder: bool,
+}
+
+/// Runs `merit bench models`.
+pub fn run(args: ModelsBenchArgs) -> Result<()> {
+    println!(
+        "machine: {} cores available",
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    if !args.no_chat {
+        bench_chat(&args)?;
+    }
+    if !args.no_embedder {
+        bench_embedder(&args)?;
+    }
+    Ok(())
+}
+
+fn bench_chat(args: &ModelsBenchArgs) -> Result<()> {
+    let path = DatabaseDir::new(&args.db_dir)
+        .locate(&args.db)
+        .map_err(|missing| anyhow!("{missing}"))?;
+    let database = SqliteDatabase::open(&path)?;
+    let schema = schema_from_database(&database)?;
+    let task = InitialTask {
+        benchmark: Benchmark::Spider,
+        dialect: Dialect::Sqlite,
+        schema: &schema,
+        question: "Which owners have more than one dog, and how many dogs does each of them \
+                   own? Show the owner's first and last name.",
+        evidence: None,
+    };
+    let started = Instant::now();
+    let chat = load_chat_model(
+        &args.model,
+        args.model_path.as_deref(),
+        DEFAULT_CONTEXT_SIZE,
+    )?;
+    println!(
+        "chat model: {} (loaded in {:.1} s, {} parameters, context {})",
+        merit_core::model::ChatModel::id(&chat),
+        started.elapsed().as_secs_f64(),
+        chat.info().parameters,
+        chat.info().context_size
+    );
+
+    // 1. Prompt and generation speed from a cold cache.
+    let request = initial_request(
+        &task,
+        Decoding {
+            max_tokens: 128,
+            ..Decoding::default()
+        },
+    );
+    let mut prompt_rates = Vec::new();
+    let mut generation_rates = Vec::new();
+    let mut last = CallStats::default();
+    for _ in 0..args.repeat.max(1) {
+        chat.clear_cache()?;
+        let (_, stats) = chat.chat_with_stats(&request)?;
+        prompt_rates.push(rate(stats.evaluated_tokens, stats.prompt_time));
+        generation_rates.push(rate(stats.completion_tokens, stats.generation_time));
+        last = stats;
+    }
+    let prompt_rate = median(&mut prompt_rates);
+    let generation_rate = median(&mut generation_rates);
+    println!(
+        "initial prompt ({} tokens, database {}): prompt {:.1} tok/s, generation {:.1} tok/s \
+         ({} tokens generated; median of {})",
+        last.prompt_tokens,
+        args.db,
+        prompt_rate,
+        generation_rate,
+        last.completion_tokens,
+        prompt_rates.len()
+    );
+    println!(
+        "ratio prompt/generation speed: {:.1}x",
+        prompt_rate / generation_rate.max(f64::MIN_POSITIVE)
+    );
+
+    // 2. The repair-like episode, with and without prefix reuse.
+    let step_decoding = Decoding {
+        max_tokens: args.step_tokens,
+        ..Decoding::default()
+    };
+    chat.set_prefix_reuse(true);
+    chat.clear_cache()?;
+    let with_reuse = run_episode(&chat, &request, &step_decoding, None)?;
+    chat.set_prefix_reuse(false);
+    let without_reuse = run_episode(&chat, &request, &step_decoding, Some(&with_reuse.replies))?;
+    chat.set_prefix_reuse(true);
+    for (label, run) in [
+        ("with prefix reuse", &with_reuse),
+        ("without prefix reuse", &without_reuse),
+    ] {
+        println!(
+            "7-step episode {label}: {:.1} s; prompt tokens sent {}, evaluated {}, generated {}",
+            run.total.as_secs_f64(),
+            run.prompt_tokens,
+            run.evaluated_tokens,
+            run.completion_tokens
+        );
+    }
+    println!(
+        "ratio episode time without/with prefix reuse: {:.2}x (target >= 3x)",
+        without_reuse.total.as_secs_f64() / with_reuse.total.as_secs_f64().max(1e-9)
+    );
+    Ok(())
+}
+
+/// What one episode cost.
+struct EpisodeRun {
+    total: Duration,
+    prompt_tokens: u64,
+    evaluated_tokens: u64,
+    completion_tokens: u64,
+    replies: Vec<String>,
+}
+
+/// Feedback for the repair-like steps, in the spirit of what the oracle and the DBMS say.
+const FEEDBACK: [&str; 6] = [
+    "The query ran but its result does not match the expected answer (denotation mismatch). \
+     Check the join keys and the grouping, then write a corrected query in a ```sql block.",
+    "The database reported an error: no such column: T2.owner_name. Use only columns that \
+     exist in the schema above and write a corrected query in a ```sql block.",
+    "The query ran but returned too many rows compared with the expected answer. Check the \
+     filter in the HAVING clause and write a corrected query in a ```sql block.",
+    "The query ran but the counts differ from the expected answer. Count the dogs per owner \
+     through the Dogs table and write a corrected query in a ```sql block.",
+    "The database reported an error: ambiguous column name: owner_id. Qualify every column \
+     with its table alias and write a corrected query in a ```sql block.",
+    "The result still does not match. Return the owner's first name, last name and the \
+     number of dogs, and write a corrected query in a ```sql block.",
+];
+
+/// Seven calls: the initial prompt, then six feedback rounds on the growing conversation.
+/// With `replay`, the recorded replies are used as the assistant turns (same prompts as the
+/// recorded run), otherwise the model's own replies are.
+fn run_episode(
+    chat: &LlamaChat,
+    initial: &ChatRequest,
+    decoding: &Decoding,
+    replay: Option<&[String]>,
+) -> Result<EpisodeRun> {
+    let mut messages = initial.messages.clone();
+    let mut run = EpisodeRun {
+        total: Duration::ZERO,
+        prompt_tokens: 0,
+        evaluated_tokens: 0,
+        completion_tokens: 0,
+        replies: Vec::new(),
+    };
+    for step in 0..=FEEDBACK.len() {
+        if step > 0 {
+            let previous = match replay {
+                Some(replies) => replies[step - 1].clone(),
+                None => run.replies[step - 1].clone(),
+            };
+            messages.push(ChatMessage::assistant(previous));
+            messages.push(ChatMessage::user(FEEDBACK[step - 1]));
+        }
+        let request = ChatRequest {
+            messages: messages.clone(),
+            decoding: decoding.clone(),
+            prompt_version: "bench-episode".to_string(),
+        };
+        let started = Instant::now();
+        let (reply, stats) = chat.chat_with_stats(&request)?;
+        run.total += started.elapsed();
+        run.prompt_tokens += u64::from(stats.prompt_tokens);
+        run.evaluated_tokens += u64::from(stats.evaluated_tokens);
+        run.completion_tokens += u64::from(stats.completion_tokens);
+        run.replies.push(reply.text);
+    }
+    Ok(run)
+}
+
+fn bench_embedder(args: &ModelsBenchArgs) -> Result<()> {
+    let started = Instant::now();
+    let embedder = load_embedder(&args.embedder, args.embedder_path.as_deref())?;
+    println!(
+        "embedder: {} (loaded in {:.1} s, {} dimensions)",
+        embedder.id(),
+        started.elapsed().as_secs_f64(),
+        embedder.dimension()
+    );
+    let texts = memory_like_sentences(args.sentences.max(1));
+    // Warm up (first-touch of the weights' pages, allocator growth) before timing.
+    embedder.embed(&texts[..texts.len().min(32)])?;
+    let started = Instant::now();
+    let vectors = embedder.embed(&texts)?;
+    let batch_time = started.elapsed();
+    let one = vec![texts[0].clone()];
+    let mut single = Vec::new();
+    for _ in 0..5 {
+        let started = Instant::now();
+        embedder.embed(&one)?;
+        single.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    let single_ms = median(&mut single);
+    let per_second = vectors.len() as f64 / batch_time.as_secs_f64().max(1e-9);
+    println!(
+        "embedder: {per_second:.1} sentences/s at batch 32 ({} sentences in {:.2} s); one \
+         sentence {single_ms:.1} ms",
+        vectors.len(),
+        batch_time.as_secs_f64()
+    );
+    println!(
+        "ratio batched/single throughput: {:.1}x",
+        per_second / (1000.0 / single_ms.max(1e-9))
+    );
+    Ok(())
+}
+
+/// Sentences shaped like the repair memories the embedder ranks (10 to 60 words).
+fn memory_like_sentences(count: usize) -> Vec<String> {
+    let subjects = [
+        "the singer table",
+        "a join between concert and stadium",
+        "the count of distinct car makers",
+        "an aggregate compared in the WHERE clause",
+        "the average horsepower per country",
+        "a subquery that returns several rows",
+    ];
+    let fixes = [
+        "moved the condition into HAVING",
+        "joined on the declared foreign key instead of the similarly named column",
+        "counted distinct values instead of rows",
+        "ordered by the measured quantity in descending order and kept one row",
+        "qualified every column with its table alias to remove the ambiguity",
+    ];
+    (0..count)
+        .map(|i| {
+            let subject = subjects[i % subjects.len()];
+            let fix = fixes[(i / subjects.len()) % fixes.len()];
+            let detail = " and checked the result against the question".repeat(i % 4);
+            format!(
+                "failure type result mismatch on {subject}; the repair {fix}{detail} (case {i})"
+            )
+        })
+        .collect()
+}
+
+fn rate(tokens: u32, time: Duration) -> f64 {
+    f64::from(tokens) / time.as_secs_f64().max(1e-9)
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}

@@ -1,0 +1,555 @@
+//! `merit run` and `merit demo`: MERIT repair experiments over a benchmark.
+
+use crate::ask_cmd::{load_chat_model, load_embedder};
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, ValueEnum};
+use merit_agent::extract::extract_sql;
+use merit_agent::memory::{MeritMemory, RuleClassifier};
+use merit_agent::prompts::initial::{dialect_name, initial_request, InitialTask};
+use merit_agent::repair::{EpisodeDeps, EpisodeSettings, NoMemory, QuestionView, RepairMemory};
+use merit_core::episode::EpisodeRecord;
+use merit_core::model::{ChatModel, Decoding, Embedder};
+use merit_core::{Benchmark, Question};
+use merit_data::{render_create_tables, DatabaseDir};
+use merit_eval::{EvalConfig, Evaluator, Oracle};
+use merit_lab::jsonl::{read_records, truncate_torn_tail, Appender};
+use merit_lab::plots::{accuracy_bars, accuracy_over_stream, repaired_by_step};
+use merit_lab::report::{build_report, render_markdown};
+use merit_lab::run::{
+    ensure_manifest, load_episodes, run_streams, write_atomically, MethodFactory, PreparedQuestion,
+    RunPlan, StreamSpec,
+};
+use merit_memory::{FinalizePolicy, Variant};
+use merit_models::cache::{CachedChat, CachedEmbedder, ReplyStore};
+use merit_models::openai::{OpenAiChat, OpenAiConfig, OpenAiEmbedder};
+use merit_sql::Dialect;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// Benchmarks `merit run` knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DatasetArg {
+    /// Spider dev (`dev.json`, `tables.json`).
+    Spider,
+    /// BIRD dev (`dev.json`, `dev_tables.json`).
+    Bird,
+}
+
+/// Arguments of `merit run`.
+#[derive(Debug, Args, Clone)]
+pub struct RunArgs {
+    /// Benchmark family.
+    #[arg(long, value_enum, default_value = "spider")]
+    pub dataset: DatasetArg,
+    /// Folder with the benchmark files (Spider: dev.json, tables.json; BIRD: dev.json,
+    /// dev_tables.json).
+    #[arg(long)]
+    pub data: PathBuf,
+    /// Folder with `<db_id>/<db_id>.sqlite`.
+    #[arg(long)]
+    pub db_dir: PathBuf,
+    /// Methods, comma-separated: iterative, reflexion, dynamic-rag, merit, merit-type-rel,
+    /// and the ablations merit-positive-only, merit-no-type-filter, merit-no-dense,
+    /// merit-no-bm25, merit-random-same-type, merit-cross-database, merit-same-database.
+    #[arg(long, value_delimiter = ',', default_value = "iterative,merit")]
+    pub methods: Vec<String>,
+    /// Stream seeds, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "0,1,2")]
+    pub seeds: Vec<u64>,
+    /// Repair budget K.
+    #[arg(long, default_value_t = 7)]
+    pub k: u32,
+    /// Use N questions spread evenly over the usable ones (default: all).
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// New run directory.
+    #[arg(long, conflicts_with = "resume")]
+    pub out: Option<PathBuf>,
+    /// Continue an interrupted run in this directory (same settings).
+    #[arg(long)]
+    pub resume: Option<PathBuf>,
+    /// OpenAI-compatible chat server (e.g. http://localhost:8000); default: embedded model.
+    #[arg(long, requires = "llm_model")]
+    pub llm_url: Option<String>,
+    /// Model name on the chat server.
+    #[arg(long)]
+    pub llm_model: Option<String>,
+    /// OpenAI-compatible embedding server; default: embedded all-MiniLM-L6-v2.
+    #[arg(long, requires = "embed_model")]
+    pub embed_url: Option<String>,
+    /// Model name on the embedding server.
+    #[arg(long)]
+    pub embed_model: Option<String>,
+    /// Embedded chat model name.
+    #[arg(long, default_value = merit_models::registry::DEFAULT_CHAT_MODEL)]
+    pub model: String,
+    /// Path of the embedded chat model's GGUF file (skips pulling).
+    #[arg(long)]
+    pub model_path: Option<PathBuf>,
+    /// Embedded embedder name.
+    #[arg(long, default_value = "all-minilm-l6-v2")]
+    pub embedder: String,
+    /// Reply cache folder (default: `$MERIT_HOME/replies` or `~/.cache/merit/replies`).
+    #[arg(long)]
+    pub cache: Option<PathBuf>,
+    /// Streams run at once (default: 1 with the embedded model, 4 with a server).
+    #[arg(long)]
+    pub parallel: Option<usize>,
+    /// Most tokens per generation.
+    #[arg(long, default_value_t = 512)]
+    pub max_tokens: u32,
+}
+
+/// What a run directory's settings are; a resume must present the same.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Manifest {
+    dataset: String,
+    questions: Vec<String>,
+    methods: Vec<String>,
+    seeds: Vec<u64>,
+    k: u32,
+    chat_model: String,
+    embedder: String,
+    prompt_family: String,
+    max_tokens: u32,
+    sqlite_version: String,
+}
+
+/// One shared initial prediction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct InitialPrediction {
+    question_id: String,
+    sql: String,
+    prompt_tokens: u32,
+    completion_tokens: u32,
+}
+
+fn merit_home() -> PathBuf {
+    if let Some(home) = std::env::var_os("MERIT_HOME") {
+        return PathBuf::from(home);
+    }
+    std::env::var_os("HOME")
+        .map(|home| PathBuf::from(home).join(".cache").join("merit"))
+        .unwrap_or_else(|| PathBuf::from(".merit"))
+}
+
+/// `count` indices spread evenly over `0..available` (all of them when `count` is larger).
+fn spread(available: usize, count: Option<usize>) -> Vec<usize> {
+    match count {
+        Some(count) if count < available => (0..count).map(|i| i * available / count).collect(),
+        _ => (0..available).collect(),
+    }
+}
+
+fn load_questions(args: &RunArgs) -> Result<(Benchmark, Vec<Question>, HashMap<String, String>)> {
+    let (benchmark, questions, tables) = match args.dataset {
+        DatasetArg::Spider => (
+            Benchmark::Spider,
+            merit_data::load_spider_questions(args.data.join("dev.json"), "dev")?,
+            merit_data::load_tables(args.data.join("tables.json"))?,
+        ),
+        DatasetArg::Bird => (
+            Benchmark::Bird,
+            merit_data::load_bird_questions(args.data.join("dev.json"), "dev")?,
+            merit_data::load_tables(args.data.join("dev_tables.json"))?,
+        ),
+    };
+    let schemas = tables
+        .iter()
+        .map(|schema| (schema.db_id.clone(), render_create_tables(schema)))
+        .collect();
+    Ok((benchmark, questions, schemas))
+}
+
+fn method_memory(
+    method: &str,
+    seed: u64,
+) -> Result<Option<(merit_memory::RetrievalConfig, FinalizePolicy)>, String> {
+    let variant = match method {
+        "iterative" | "reflexion" => return Ok(None),
+        "merit" => Variant::Merit,
+        "merit-type-rel" => Variant::TypeReliability,
+        "dynamic-rag" => Variant::DynamicRag,
+        other => {
+            let name = other.strip_prefix("merit-").unwrap_or(other);
+            Variant::parse(name).ok_or_else(|| format!("unknown method {other:?}"))?
+        }
+    };
+    // Dynamic RAG's finalization never creates negative entries (paper, appendix E).
+    let policy = match variant {
+        Variant::DynamicRag | Variant::PositiveOnly => FinalizePolicy::PositiveOnly,
+        _ => FinalizePolicy::PositiveAndNegative,
+    };
+    Ok(Some((variant.config(seed), policy)))
+}
+
+struct Factory {
+    embedder: Arc<dyn Embedder>,
+}
+
+impl MethodFactory for Factory {
+    fn reflects(&self, method: &str) -> bool {
+        method == "reflexion"
+    }
+
+    fn memory(
+        &self,
+        stream: &StreamSpec,
+        folder: &Path,
+    ) -> Result<Box<dyn RepairMemory + Send>, String> {
+        match method_memory(&stream.method, stream.seed)? {
+            None => Ok(Box::new(NoMemory)),
+            Some((config, policy)) => MeritMemory::open(
+                folder,
+                config,
+                policy,
+                Arc::clone(&self.embedder),
+                &stream.method,
+            )
+            .map(|memory| Box::new(memory) as Box<dyn RepairMemory + Send>)
+            .map_err(|e| e.to_string()),
+        }
+    }
+}
+
+fn build_models(
+    args: &RunArgs,
+    store: Arc<ReplyStore>,
+) -> Result<(Arc<dyn ChatModel>, Arc<dyn Embedder>)> {
+    let chat: Arc<dyn ChatModel> = match (&args.llm_url, &args.llm_model) {
+        (Some(url), Some(model)) => Arc::new(OpenAiChat::new(OpenAiConfig::new(url, model))?),
+        _ => Arc::new(load_chat_model(
+            &args.model,
+            args.model_path.as_deref(),
+            4096,
+        )?),
+    };
+    let embedder: Arc<dyn Embedder> = match (&args.embed_url, &args.embed_model) {
+        (Some(url), Some(model)) => {
+            Arc::new(OpenAiEmbedder::new(OpenAiConfig::new(url, model), None)?)
+        }
+        _ => Arc::new(load_embedder(&args.embedder, None)?),
+    };
+    let chat: Arc<dyn ChatModel> = Arc::new(CachedChat::from_arc(chat, Arc::clone(&store)));
+    let embedder: Arc<dyn Embedder> = Arc::new(CachedEmbedder::from_arc(embedder, store));
+    Ok((chat, embedder))
+}
+
+/// Generates (or reloads) the shared initial predictions, one per question, in file order.
+fn initial_predictions(
+    dir: &Path,
+    benchmark: Benchmark,
+    questions: &[(Question, String)],
+    chat: &dyn ChatModel,
+    max_tokens: u32,
+) -> Result<HashMap<String, String>> {
+    let path = dir.join("initial.jsonl");
+    let loaded = read_records::<InitialPrediction>(&path)?;
+    truncate_torn_tail(&path, loaded.torn_bytes)?;
+    let mut known: HashMap<String, String> = loaded
+        .records
+        .into_iter()
+        .map(|p| (p.question_id, p.sql))
+        .collect();
+    let missing: Vec<&(Question, String)> = questions
+        .iter()
+        .filter(|(q, _)| !known.contains_key(&q.id))
+        .collect();
+    if missing.is_empty() {
+        return Ok(known);
+    }
+    let bar = crate::files::progress_bar(missing.len(), "initial SQL");
+    let mut appender = Appender::open(&path)?;
+    for (question, schema) in missing {
+        let task = InitialTask {
+            benchmark,
+            dialect: Dialect::Sqlite,
+            schema,
+            question: &question.question,
+            evidence: (benchmark == Benchmark::Bird).then_some(question.evidence.as_str()),
+        };
+        let decoding = Decoding {
+            max_tokens,
+            ..Decoding::default()
+        };
+        let reply = chat
+            .chat(&initial_request(&task, decoding))
+            .with_context(|| format!("initial prediction for {}", question.id))?;
+        // A reply without SQL still is the shared initial prediction: it fails, and repair
+        // starts from the extraction error.
+        let sql = extract_sql(&reply.text).unwrap_or_default();
+        let record = InitialPrediction {
+            question_id: question.id.clone(),
+            sql: sql.clone(),
+            prompt_tokens: reply.prompt_tokens,
+            completion_tokens: reply.completion_tokens,
+        };
+        appender.append(&record)?;
+        known.insert(question.id.clone(), sql);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok(known)
+}
+
+/// Runs (or resumes) an experiment and writes its report; returns the run directory.
+pub fn run(args: RunArgs) -> Result<PathBuf> {
+    let dir = match (&args.out, &args.resume) {
+        (_, Some(dir)) => {
+            if !dir.join("manifest.json").is_file() {
+                bail!(
+                    "{} is not a run directory (no manifest.json)",
+                    dir.display()
+                );
+            }
+            dir.clone()
+        }
+        (Some(dir), None) => dir.clone(),
+        (None, None) => bail!("give --out DIR for a new run or --resume DIR"),
+    };
+    for method in &args.methods {
+        method_memory(method, 0).map_err(|e| anyhow!(e))?;
+    }
+    if args.seeds.is_empty() || args.methods.is_empty() {
+        bail!("give at least one method and one seed");
+    }
+    let (benchmark, questions, schemas) = load_questions(&args)?;
+    let databases = DatabaseDir::new(&args.db_dir);
+    let availability = databases.availability(&questions);
+    eprintln!(
+        "{}: {}",
+        args.dataset
+            .to_possible_value()
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_default(),
+        availability.summary()
+    );
+    let chosen: Vec<Question> = spread(availability.usable.len(), args.limit)
+        .into_iter()
+        .map(|i| questions[availability.usable[i]].clone())
+        .collect();
+    let evaluator = Arc::new(Evaluator::new(EvalConfig::default()));
+    let (oracle, _) = Oracle::new(benchmark, Arc::clone(&evaluator), &chosen, &databases);
+    let failing = oracle.warm_up();
+    if !failing.is_empty() {
+        eprintln!(
+            "warning: {} questions have a failing gold query and are skipped: {failing:?}",
+            failing.len()
+        );
+    }
+    let chosen: Vec<(Question, String)> = chosen
+        .into_iter()
+        .filter(|q| !failing.contains(&q.id))
+        .map(|q| {
+            let schema = schemas.get(&q.db_id).cloned().unwrap_or_default();
+            (q, schema)
+        })
+        .collect();
+    if chosen.is_empty() {
+        bail!("no usable questions");
+    }
+    let store = Arc::new(
+        ReplyStore::open(
+            args.cache
+                .clone()
+                .unwrap_or_else(|| merit_home().join("replies")),
+        )
+        .context("cannot open the reply cache")?,
+    );
+    let (chat, embedder) = build_models(&args, store)?;
+    let manifest = Manifest {
+        dataset: format!("{benchmark}"),
+        questions: chosen.iter().map(|(q, _)| q.id.clone()).collect(),
+        methods: args.methods.clone(),
+        seeds: args.seeds.clone(),
+        k: args.k,
+        chat_model: chat.id(),
+        embedder: embedder.id(),
+        prompt_family: "merit-prompts-v3".into(),
+        max_tokens: args.max_tokens,
+        sqlite_version: rusqlite_version(),
+    };
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    ensure_manifest(&dir, &manifest)?;
+    let initial = initial_predictions(&dir, benchmark, &chosen, chat.as_ref(), args.max_tokens)?;
+    let prepared: Vec<PreparedQuestion> = chosen
+        .iter()
+        .map(|(q, schema)| PreparedQuestion {
+            view: QuestionView {
+                id: q.id.clone(),
+                db_id: q.db_id.clone(),
+                question: q.question.clone(),
+                evidence: q.evidence.clone(),
+            },
+            schema: schema.clone(),
+            initial_sql: initial.get(&q.id).cloned().unwrap_or_default(),
+        })
+        .collect();
+    let streams: Vec<StreamSpec> = args
+        .methods
+        .iter()
+        .flat_map(|method| {
+            args.seeds.iter().map(|&seed| StreamSpec {
+                method: method.clone(),
+                seed,
+            })
+        })
+        .collect();
+    let template = EpisodeSettings {
+        benchmark,
+        dialect: dialect_name(Dialect::Sqlite).to_string(),
+        max_revisions: args.k,
+        decoding: Decoding {
+            max_tokens: args.max_tokens,
+            ..Decoding::default()
+        },
+        reflect: false,
+        method: String::new(),
+        seed: 0,
+    };
+    let parallel = args
+        .parallel
+        .unwrap_or(if args.llm_url.is_some() { 4 } else { 1 });
+    let progress = indicatif::MultiProgress::new();
+    let bars: BTreeMap<String, indicatif::ProgressBar> = streams
+        .iter()
+        .map(|stream| {
+            let bar = progress.add(crate::files::progress_bar(prepared.len(), "stream"));
+            bar.set_message(stream.label());
+            (stream.label(), bar)
+        })
+        .collect();
+    let correct: Mutex<HashMap<String, usize>> = Mutex::new(HashMap::new());
+    let on_episode = |stream: &StreamSpec, record: &EpisodeRecord| {
+        let label = stream.label();
+        let mut correct = correct.lock().unwrap_or_else(|e| e.into_inner());
+        let hits = correct.entry(label.clone()).or_default();
+        *hits += usize::from(record.finally_correct());
+        if let Some(bar) = bars.get(&label) {
+            bar.inc(1);
+            let done = bar.position().max(1) as f64;
+            bar.set_message(format!("{label} acc {:.1}%", *hits as f64 / done * 100.0));
+        }
+    };
+    let deps = EpisodeDeps {
+        model: chat.as_ref(),
+        judge: &oracle,
+        classifier: &RuleClassifier,
+    };
+    let plan = RunPlan {
+        dir: &dir,
+        streams: &streams,
+        questions: &prepared,
+        template: &template,
+        parallel,
+    };
+    let factory = Factory { embedder };
+    run_streams(&plan, &deps, &factory, &on_episode).map_err(|e| {
+        anyhow!(
+            "{e}\nthe run can be continued with: merit run --resume {} (and the same options)",
+            dir.display()
+        )
+    })?;
+    for bar in bars.values() {
+        bar.finish_and_clear();
+    }
+    let episodes = load_episodes(&dir, &streams)?;
+    write_report(&dir.join("report"), &episodes)?;
+    print!("{}", render_markdown(&build_report(&episodes)));
+    eprintln!("run directory: {}", dir.display());
+    Ok(dir)
+}
+
+/// Writes report.md, report.json and the three figures into `out`.
+pub fn write_report(out: &Path, episodes: &[EpisodeRecord]) -> Result<()> {
+    let report = build_report(episodes);
+    write_atomically(&out.join("report.md"), render_markdown(&report).as_bytes())?;
+    write_atomically(
+        &out.join("report.json"),
+        (serde_json::to_string_pretty(&report)? + "\n").as_bytes(),
+    )?;
+    write_atomically(&out.join("accuracy.svg"), accuracy_bars(&report).as_bytes())?;
+    write_atomically(
+        &out.join("repaired_by_step.svg"),
+        repaired_by_step(&report, episodes).as_bytes(),
+    )?;
+    write_atomically(
+        &out.join("accuracy_over_stream.svg"),
+        accuracy_over_stream(&report, episodes).as_bytes(),
+    )?;
+    Ok(())
+}
+
+fn rusqlite_version() -> String {
+    merit_sql::sqlite_version().to_string()
+}
+
+/// Arguments of `merit demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Run directory (resumed when it already holds this demo).
+    #[arg(long, default_value = "merit-demo")]
+    out: PathBuf,
+    /// Questions in the slice.
+    #[arg(long, default_value_t = 12)]
+    limit: usize,
+    /// Repair budget K.
+    #[arg(long, default_value_t = 7)]
+    k: u32,
+    /// Path of the chat model's GGUF file (skips pulling).
+    #[arg(long)]
+    model_path: Option<PathBuf>,
+}
+
+/// Where the demo's Spider-format data is: the shared benchmark copy next to the checkout,
+/// else the sample shipped in `demo/spider-sample`.
+fn demo_data() -> Result<(PathBuf, PathBuf)> {
+    let shared = PathBuf::from("../shared/data/spider");
+    if shared.join("dev.json").is_file() && shared.join("database").is_dir() {
+        return Ok((shared.clone(), shared.join("database")));
+    }
+    for root in [
+        PathBuf::from("demo/spider-sample"),
+        PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../demo/spider-sample"
+        )),
+    ] {
+        if root.join("dev.json").is_file() {
+            return Ok((root.clone(), root.join("database")));
+        }
+    }
+    bail!("no demo data: neither ../shared/data/spider nor demo/spider-sample exists here")
+}
+
+/// `merit demo`: Iterative vs MERIT on a fixed Spider slice with the embedded models.
+pub fn demo(args: DemoArgs) -> Result<()> {
+    let (data, db_dir) = demo_data()?;
+    eprintln!("demo data: {}", data.display());
+    let resume = args.out.join("manifest.json").is_file();
+    run(RunArgs {
+        dataset: DatasetArg::Spider,
+        data,
+        db_dir,
+        methods: vec!["iterative".into(), "merit".into()],
+        seeds: vec![0],
+        k: args.k,
+        limit: Some(args.limit),
+        out: (!resume).then(|| args.out.clone()),
+        resume: resume.then(|| args.out.clone()),
+        llm_url: None,
+        llm_model: None,
+        embed_url: None,
+        embed_model: None,
+        model: merit_models::registry::DEFAULT_CHAT_MODEL.to_string(),
+        model_path: args.model_path,
+        embedder: "all-minilm-l6-v2".into(),
+        cache: None,
+        parallel: None,
+        max_tokens: 256,
+    })
+    .map(|_| ())
+}

@@ -1,0 +1,135 @@
+//! `merit report` over run directories: tables, JSON and figures, byte-identical on re-runs.
+
+use merit_core::episode::{AttemptRecord, EpisodeRecord};
+use merit_core::Status;
+use std::io::Write;
+use std::path::Path;
+use std::process::Command;
+
+fn episode(method: &str, seed: u64, position: usize, fixed_at: Option<u32>) -> EpisodeRecord {
+    let attempt = |step: u32, status: Status| AttemptRecord {
+        step,
+        sql: format!("SELECT {step}"),
+        status,
+        error: None,
+        failure_type: Some("Result Mismatch".into()),
+        retrieved: Vec::new(),
+        prompt_tokens: if step == 0 { 0 } else { 800 },
+        completion_tokens: if step == 0 { 0 } else { 30 },
+        calls: u32::from(step > 0),
+    };
+    let mut attempts = vec![attempt(
+        0,
+        if fixed_at == Some(0) {
+            Status::Correct
+        } else {
+            Status::DenotationMismatch
+        },
+    )];
+    if fixed_at != Some(0) {
+        for step in 1..=fixed_at.unwrap_or(7) {
+            let status = if Some(step) == fixed_at {
+                Status::Correct
+            } else {
+                Status::ExecutionError
+            };
+            attempts.push(attempt(step, status));
+        }
+    }
+    EpisodeRecord {
+        method: method.into(),
+        seed,
+        position,
+        question_id: format!("dev-{position}"),
+        db_id: "concert_singer".into(),
+        attempts,
+        memory_written: None,
+    }
+}
+
+fn write_run(dir: &Path) {
+    std::fs::create_dir_all(dir.join("episodes")).unwrap();
+    for method in ["iterative", "merit"] {
+        for seed in 0..3 {
+            let mut file = std::fs::File::create(
+                dir.join("episodes")
+                    .join(format!("{method}-seed{seed}.jsonl")),
+            )
+            .unwrap();
+            for position in 0..30 {
+                let fixed = match (method, position % 5) {
+                    (_, 0) => Some(0),
+                    ("merit", 1 | 2) => Some(2),
+                    ("iterative", 1) => Some(4),
+                    _ => None,
+                };
+                let line = serde_json::to_string(&episode(method, seed, position, fixed)).unwrap();
+                writeln!(file, "{line}").unwrap();
+            }
+        }
+    }
+}
+
+#[test]
+fn report_prints_the_tables_and_writes_identical_files_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    write_run(dir.path());
+    let run = || {
+        let output = Command::new(env!("CARGO_BIN_EXE_merit"))
+            .arg("report")
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let first = run();
+    assert!(first.contains("## Table 1"), "{first}");
+    assert!(first.contains("| merit | 3 | 60.00 ± 0.00 |"), "{first}");
+    assert!(
+        first.contains("| iterative | 3 | 40.00 ± 0.00 |"),
+        "{first}"
+    );
+    assert!(
+        first.contains("## Table 2") && first.contains("| iterative | +20.00 |"),
+        "{first}"
+    );
+    let report = dir.path().join("report");
+    let files = [
+        "report.md",
+        "report.json",
+        "accuracy.svg",
+        "repaired_by_step.svg",
+        "accuracy_over_stream.svg",
+    ];
+    let before: Vec<Vec<u8>> = files
+        .iter()
+        .map(|f| std::fs::read(report.join(f)).unwrap())
+        .collect();
+    assert_eq!(first, run());
+    let after: Vec<Vec<u8>> = files
+        .iter()
+        .map(|f| std::fs::read(report.join(f)).unwrap())
+        .collect();
+    assert_eq!(before, after);
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(report.join("report.json")).unwrap()).unwrap();
+    assert_eq!(json["questions"], 30);
+}
+
+#[test]
+fn report_on_a_folder_that_is_not_a_run_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_merit"))
+        .arg("report")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("not a run directory"), "{stderr}");
+}

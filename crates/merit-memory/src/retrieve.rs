@@ -1,0 +1,873 @@
+//! Type-conditioned hybrid retrieval (paper 000, §3.2 "Causal, type-conditioned retrieval"
+//! and Appendix D).
+//!
+//! For each pool (positive and negative, or one unified pool):
+//! 1. the legal pool L: entries visible to the view, of the pool's polarity, within the
+//!    database scope;
+//! 2. the candidate set C: the same-type subset T when the rule allows it and |T| ≥ 3,
+//!    otherwise L;
+//! 3. dense score: cosine of unit vectors (exact scan); BM25 score over C as the corpus
+//!    (N = |C|, df and the average length counted in C);
+//! 4. both min–max normalised within C (all-equal → 0), combined
+//!    `0.75·d̂ + 0.25·b̂` (+ the type-match bonus of the reliability-aware variant);
+//! 5. ordered by score, then dense desc, BM25 desc, type match desc, memory id asc.
+
+use crate::config::{CandidateRule, DatabaseScope, PoolLayout, Ranking, RetrievalConfig};
+use crate::entry::{MemoryEntry, MemoryId, Polarity, StreamPos};
+use crate::failure::FailureType;
+use crate::memory::{normalized, posting_group, MemoryError, MemoryView, Posting, NO_ID};
+use crate::text::{bm25_tokens, query_bm25_text, query_dense_text};
+use merit_core::model::{Embedder, ModelError};
+use merit_core::Status;
+use serde::{Deserialize, Serialize};
+use std::cmp::Ordering;
+use std::collections::HashSet;
+use std::fmt::Write as _;
+
+/// What the current repair step asks the memory: the retrieval context u⁽ᵏ⁾.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetrievalQuery {
+    /// The current question.
+    pub question: String,
+    /// The current (failing) SQL.
+    pub sql: String,
+    /// Its oracle status.
+    pub status: Status,
+    /// Its DBMS error, if any.
+    pub error: Option<String>,
+    /// The classifier's type τ⁽ᵏ⁻¹⁾ of the current attempt.
+    pub failure_type: FailureType,
+    /// The current database (for database-scope ablations).
+    pub db_id: String,
+    /// Repair step k the retrieval is for (seeds the random-order ablation).
+    pub step: u32,
+}
+
+/// Why a retrieval failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RetrievalError {
+    /// The query could not be embedded.
+    #[error("the embedder failed on the retrieval query: {0}")]
+    Embedding(#[from] ModelError),
+    /// The query vector is unusable.
+    #[error("bad query vector: {0}")]
+    Vector(String),
+    /// The configuration is invalid.
+    #[error("invalid retrieval configuration: {0}")]
+    Config(String),
+}
+
+/// Which pool a candidate was ranked in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PoolKind {
+    /// Positive entries.
+    Positive,
+    /// Negative entries.
+    Negative,
+    /// Both polarities together (Dynamic RAG).
+    Unified,
+}
+
+impl PoolKind {
+    fn name(self) -> &'static str {
+        match self {
+            PoolKind::Positive => "positive",
+            PoolKind::Negative => "negative",
+            PoolKind::Unified => "unified",
+        }
+    }
+}
+
+/// Every number behind one candidate's rank.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CandidateScore {
+    /// The entry.
+    pub id: MemoryId,
+    /// Its polarity.
+    pub polarity: Polarity,
+    /// Its failure type.
+    pub failure_type: FailureType,
+    /// Whether its type equals the query's predicted type.
+    pub type_match: bool,
+    /// Raw cosine similarity; `None` when the dense channel is off.
+    pub dense: Option<f64>,
+    /// Min–max normalised cosine within the candidate set.
+    pub dense_normalized: Option<f64>,
+    /// Raw BM25 score; `None` when the lexical channel is off.
+    pub bm25: Option<f64>,
+    /// Min–max normalised BM25 within the candidate set.
+    pub bm25_normalized: Option<f64>,
+    /// Type-match bonus added (reliability-aware variant), else 0.
+    pub bonus: f64,
+    /// The final ranking score (0 for random ordering).
+    pub score: f64,
+    /// 1-based rank within its pool.
+    pub rank: usize,
+    /// Whether the entry is among the retrieved ones.
+    pub selected: bool,
+}
+
+/// A retrieved memory: the entry and why it was chosen.
+#[derive(Debug, Clone)]
+pub struct Precedent<'m> {
+    /// The entry.
+    pub entry: &'m MemoryEntry,
+    /// Its scores.
+    pub score: CandidateScore,
+}
+
+/// The result of one retrieval: pools in order (positive, negative; or unified), each by rank.
+#[derive(Debug, Clone, Default)]
+pub struct Retrieval<'m> {
+    /// The retrieved precedents.
+    pub precedents: Vec<Precedent<'m>>,
+}
+
+impl<'m> Retrieval<'m> {
+    /// Precedents with positive polarity, best first.
+    pub fn positives(&self) -> impl Iterator<Item = &Precedent<'m>> {
+        self.precedents
+            .iter()
+            .filter(|p| p.entry.polarity == Polarity::Positive)
+    }
+
+    /// Precedents with negative polarity, best first.
+    pub fn negatives(&self) -> impl Iterator<Item = &Precedent<'m>> {
+        self.precedents
+            .iter()
+            .filter(|p| p.entry.polarity == Polarity::Negative)
+    }
+
+    /// The ids, in order.
+    pub fn ids(&self) -> Vec<MemoryId> {
+        self.precedents.iter().map(|p| p.entry.id).collect()
+    }
+}
+
+/// One pool of an explanation: sizes, the rule applied, and every candidate ranked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PoolExplanation {
+    /// Which pool.
+    pub pool: PoolKind,
+    /// How many entries it contributes at most.
+    pub quota: usize,
+    /// |L|: legal entries of the pool.
+    pub legal: usize,
+    /// |T|: legal entries of the query's type.
+    pub typed: usize,
+    /// Whether C = T (otherwise C = L).
+    pub type_filtered: bool,
+    /// Whether same-type candidates received the soft bonus.
+    pub bonus_active: bool,
+    /// BM25 corpus size N = |C|.
+    pub bm25_documents: usize,
+    /// BM25 average document length over C (0 when C is empty).
+    pub bm25_average_length: f64,
+    /// Every candidate in rank order.
+    pub candidates: Vec<CandidateScore>,
+}
+
+/// Why each memory was (or was not) retrieved.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Explanation {
+    /// The view's stream position.
+    pub position: StreamPos,
+    /// The policy name.
+    pub config: String,
+    /// The query's predicted failure type.
+    pub failure_type: FailureType,
+    /// The dense query text.
+    pub dense_query: String,
+    /// The BM25 query text.
+    pub bm25_query: String,
+    /// The pools in order.
+    pub pools: Vec<PoolExplanation>,
+}
+
+impl Explanation {
+    /// A plain-text table per pool.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let position = if self.position == StreamPos::END {
+            "after the end of the stream".to_string()
+        } else {
+            format!("at stream position {}", self.position)
+        };
+        let _ = writeln!(
+            out,
+            "retrieval {position} with policy {}; predicted type {}",
+            self.config, self.failure_type
+        );
+        for pool in &self.pools {
+            let _ = writeln!(
+                out,
+                "\n{} pool: |L| = {}, |T| = {}, candidate set = {}, quota = {}{}; BM25 N = {}, avgdl = {:.3}",
+                pool.pool.name(),
+                pool.legal,
+                pool.typed,
+                if pool.type_filtered { "T (same type)" } else { "L (whole legal pool)" },
+                pool.quota,
+                if pool.bonus_active { ", type bonus on" } else { "" },
+                pool.bm25_documents,
+                pool.bm25_average_length,
+            );
+            let _ = writeln!(
+                out,
+                "{:>4}  {:<8} {:<3} {:<16} {:>5} {:>9} {:>7} {:>9} {:>7} {:>6} {:>8}",
+                "rank",
+                "id",
+                "sel",
+                "type",
+                "match",
+                "dense",
+                "d_norm",
+                "bm25",
+                "b_norm",
+                "bonus",
+                "score"
+            );
+            for c in &pool.candidates {
+                let number = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.4}"));
+                let _ = writeln!(
+                    out,
+                    "{:>4}  {:<8} {:<3} {:<16} {:>5} {:>9} {:>7} {:>9} {:>7} {:>6.3} {:>8.4}",
+                    c.rank,
+                    c.id.to_string(),
+                    if c.selected { "*" } else { "" },
+                    c.failure_type.as_str(),
+                    if c.type_match { "yes" } else { "no" },
+                    number(c.dense),
+                    number(c.dense_normalized),
+                    number(c.bm25),
+                    number(c.bm25_normalized),
+                    c.bonus,
+                    c.score,
+                );
+            }
+        }
+        out
+    }
+}
+
+impl<'m> MemoryView<'m> {
+    /// Retrieves precedents for `query`, embedding the dense query text with `embedder` when
+    /// the policy uses the dense channel.
+    pub fn retrieve(
+        &self,
+        query: &RetrievalQuery,
+        config: &RetrievalConfig,
+        embedder: &dyn Embedder,
+    ) -> Result<Retrieval<'m>, RetrievalError> {
+        let vector = self.query_vector(query, config, embedder)?;
+        self.retrieve_with_vector(query, vector.as_deref(), config)
+    }
+
+    /// Like [`MemoryView::retrieve`] with a precomputed query vector (`None` is allowed when
+    /// the policy does not use the dense channel).
+    pub fn retrieve_with_vector(
+        &self,
+        query: &RetrievalQuery,
+        query_vector: Option<&[f32]>,
+        config: &RetrievalConfig,
+    ) -> Result<Retrieval<'m>, RetrievalError> {
+        let pools = self.rank(query, query_vector, config, false)?;
+        let memory = self.memory;
+        let precedents = pools
+            .into_iter()
+            .flat_map(|pool| pool.candidates)
+            .filter(|c| c.selected)
+            .filter_map(|score| {
+                let index = memory
+                    .entries
+                    .binary_search_by_key(&score.id, |e| e.id)
+                    .ok()?;
+                Some(Precedent {
+                    entry: &memory.entries[index],
+                    score,
+                })
+            })
+            .collect();
+        Ok(Retrieval { precedents })
+    }
+
+    /// Ranks every candidate of every pool and reports all the numbers.
+    pub fn explain(
+        &self,
+        query: &RetrievalQuery,
+        config: &RetrievalConfig,
+        embedder: &dyn Embedder,
+    ) -> Result<Explanation, RetrievalError> {
+        let vector = self.query_vector(query, config, embedder)?;
+        self.explain_with_vector(query, vector.as_deref(), config)
+    }
+
+    /// Like [`MemoryView::explain`] with a precomputed query vector.
+    pub fn explain_with_vector(
+        &self,
+        query: &RetrievalQuery,
+        query_vector: Option<&[f32]>,
+        config: &RetrievalConfig,
+    ) -> Result<Explanation, RetrievalError> {
+        let pools = self.rank(query, query_vector, config, true)?;
+        Ok(Explanation {
+            position: self.position(),
+            config: config.name.clone(),
+            failure_type: query.failure_type,
+            dense_query: query_dense_text(query),
+            bm25_query: query_bm25_text(query),
+            pools,
+        })
+    }
+
+    fn query_vector(
+        &self,
+        query: &RetrievalQuery,
+        config: &RetrievalConfig,
+        embedder: &dyn Embedder,
+    ) -> Result<Option<Vec<f32>>, RetrievalError> {
+        if !config.uses_dense() {
+            return Ok(None);
+        }
+        let mut vectors = embedder.embed(&[query_dense_text(query)])?;
+        let vector = vectors
+            .pop()
+            .ok_or_else(|| RetrievalError::Vector("the embedder returned no vector".into()))?;
+        Ok(Some(vector))
+    }
+
+    fn rank(
+        &self,
+        query: &RetrievalQuery,
+        query_vector: Option<&[f32]>,
+        config: &RetrievalConfig,
+        explain_all: bool,
+    ) -> Result<Vec<PoolExplanation>, RetrievalError> {
+        config.validate().map_err(RetrievalError::Config)?;
+        let query_vector = match (config.uses_dense(), query_vector) {
+            (false, _) => None,
+            (true, None) => {
+                return Err(RetrievalError::Vector(
+                    "the policy uses the dense channel but no query vector was given".into(),
+                ))
+            }
+            (true, Some(vector)) => Some(
+                normalized(vector.to_vec(), self.memory.dimension()).map_err(|e| match e {
+                    MemoryError::Dimension { expected, got } => {
+                        RetrievalError::Vector(format!("expected {expected} dimensions, got {got}"))
+                    }
+                    other => RetrievalError::Vector(other.to_string()),
+                })?,
+            ),
+        };
+        let query_terms = unique_terms(&query_bm25_text(query));
+        let pools: Vec<(PoolKind, Option<Polarity>, usize)> = match config.pools {
+            PoolLayout::ByPolarity { positive, negative } => vec![
+                (PoolKind::Positive, Some(Polarity::Positive), positive),
+                (PoolKind::Negative, Some(Polarity::Negative), negative),
+            ],
+            PoolLayout::Unified { top } => vec![(PoolKind::Unified, None, top)],
+        };
+        let context = RankContext {
+            view: self,
+            query,
+            query_vector: query_vector.as_deref(),
+            query_terms: &query_terms,
+            config,
+            current_db: self.memory.database_id(&query.db_id),
+        };
+        let mut out = Vec::new();
+        for (number, (kind, polarity, quota)) in pools.into_iter().enumerate() {
+            if quota == 0 {
+                continue;
+            }
+            out.push(context.rank_pool(number as u64, kind, polarity, quota, explain_all));
+        }
+        Ok(out)
+    }
+}
+
+/// Distinct BM25 terms of the query, in order of first occurrence (the summation order).
+fn unique_terms(text: &str) -> Vec<String> {
+    let mut seen = HashSet::new();
+    bm25_tokens(text)
+        .into_iter()
+        .filter(|t| seen.insert(t.clone()))
+        .collect()
+}
+
+struct RankContext<'a, 'm> {
+    view: &'a MemoryView<'m>,
+    query: &'a RetrievalQuery,
+    query_vector: Option<&'a [f32]>,
+    query_terms: &'a [String],
+    config: &'a RetrievalConfig,
+    current_db: u32,
+}
+
+impl RankContext<'_, '_> {
+    fn rank_pool(
+        &self,
+        pool_number: u64,
+        kind: PoolKind,
+        polarity: Option<Polarity>,
+        quota: usize,
+        explain_all: bool,
+    ) -> PoolExplanation {
+        let memory = self.view.memory;
+        let wanted_type = self.query.failure_type;
+        let mut legal: Vec<u32> = Vec::new();
+        let mut typed: Vec<u32> = Vec::new();
+        let cutoff = self.view.cutoff();
+        // Group by group (polarity, then type), each in storage order: candidates come out
+        // in the order their vectors are stored.
+        for side in Polarity::ALL {
+            if polarity.is_some_and(|wanted| wanted != side) {
+                continue;
+            }
+            for kind in FailureType::ALL {
+                let members = &memory.group_members[usize::from(posting_group(side, kind))];
+                let end = members.partition_point(|&i| (i as usize) < cutoff);
+                for &index in &members[..end] {
+                    let index = index as usize;
+                    if !self.view.is_legal_index(index) {
+                        continue;
+                    }
+                    let db = memory.source_db[index];
+                    let in_scope = match self.config.scope {
+                        DatabaseScope::Any => true,
+                        DatabaseScope::SameDatabase => db == self.current_db && db != NO_ID,
+                        DatabaseScope::CrossDatabase => db != self.current_db,
+                    };
+                    if !in_scope {
+                        continue;
+                    }
+                    legal.push(index as u32);
+                    if kind == wanted_type {
+                        typed.push(index as u32);
+                    }
+                }
+            }
+        }
+        let (use_typed, bonus) = match &self.config.candidates {
+            CandidateRule::TypeFilter { min_typed } => (typed.len() >= *min_typed, 0.0),
+            CandidateRule::ReliabilityAware {
+                high_reliability,
+                min_typed,
+                bonus,
+            } => {
+                if high_reliability.contains(&wanted_type) {
+                    (typed.len() >= *min_typed, 0.0)
+                } else {
+                    (false, *bonus)
+                }
+            }
+            CandidateRule::AllLegal => (false, 0.0),
+        };
+        let (legal_count, typed_count) = (legal.len(), typed.len());
+        let candidates = if use_typed { typed } else { legal };
+        let mut pool = PoolExplanation {
+            pool: kind,
+            quota,
+            legal: legal_count,
+            typed: typed_count,
+            type_filtered: use_typed,
+            bonus_active: bonus != 0.0,
+            bm25_documents: candidates.len(),
+            bm25_average_length: 0.0,
+            candidates: Vec::new(),
+        };
+        if candidates.is_empty() {
+            return pool;
+        }
+        match self.config.ranking {
+            Ranking::Random { seed } => {
+                let mut order = candidates;
+                order.sort_unstable();
+                let mut rng = SplitMix64::new(
+                    seed ^ SplitMix64::mix(self.view.position().0)
+                        ^ SplitMix64::mix(u64::from(self.query.step).wrapping_add(1 << 32))
+                        ^ SplitMix64::mix(pool_number.wrapping_add(1 << 48)),
+                );
+                // Fisher–Yates over candidates in id order, so the order depends only on the
+                // seed and the candidate set.
+                for i in (1..order.len()).rev() {
+                    let j = (rng.next() % (i as u64 + 1)) as usize;
+                    order.swap(i, j);
+                }
+                let shown = if explain_all {
+                    order.len()
+                } else {
+                    quota.min(order.len())
+                };
+                pool.candidates = order[..shown]
+                    .iter()
+                    .enumerate()
+                    .map(|(rank, &index)| {
+                        let index = index as usize;
+                        CandidateScore {
+                            id: memory.entries[index].id,
+                            polarity: memory.polarity[index],
+                            failure_type: memory.failure_type[index],
+                            type_match: memory.failure_type[index] == wanted_type,
+                            dense: None,
+                            dense_normalized: None,
+                            bm25: None,
+                            bm25_normalized: None,
+                            bonus: 0.0,
+                            score: 0.0,
+                            rank: rank + 1,
+                            selected: rank < quota,
+                        }
+                    })
+                    .collect();
+            }
+            Ranking::Hybrid {
+                dense_weight,
+                bm25_weight,
+            } => {
+                let dense = self
+                    .query_vector
+                    .filter(|_| dense_weight != 0.0)
+                    .map(|q| dense_scores(memory, q, &candidates));
+                let groups: Vec<u8> = Polarity::ALL
+                    .into_iter()
+                    .filter(|p| polarity.is_none_or(|wanted| wanted == *p))
+                    .flat_map(|p| {
+                        FailureType::ALL
+                            .into_iter()
+                            .filter(move |t| !use_typed || *t == wanted_type)
+                            .map(move |t| posting_group(p, t))
+                    })
+                    .collect();
+                let lexical =
+                    (bm25_weight != 0.0).then(|| self.bm25_scores(&candidates, &groups, cutoff));
+                if let Some((_, average)) = &lexical {
+                    pool.bm25_average_length = *average;
+                }
+                let lexical = lexical.map(|(scores, _)| scores);
+                let dense_norm = dense.as_deref().map(min_max);
+                let lexical_norm = lexical.as_deref().map(min_max);
+                let type_match: Vec<bool> = candidates
+                    .iter()
+                    .map(|&i| memory.failure_type[i as usize] == wanted_type)
+                    .collect();
+                let score: Vec<f64> = (0..candidates.len())
+                    .map(|j| {
+                        let d = dense_norm.as_ref().map_or(0.0, |v| v[j]);
+                        let b = lexical_norm.as_ref().map_or(0.0, |v| v[j]);
+                        let bonus = if type_match[j] { bonus } else { 0.0 };
+                        dense_weight * d + bm25_weight * b + bonus
+                    })
+                    .collect();
+                let raw =
+                    |values: &Option<Vec<f64>>, j: usize| values.as_ref().map_or(0.0, |v| v[j]);
+                let keys: Vec<RankKey> = (0..candidates.len())
+                    .map(|j| RankKey {
+                        score: score[j],
+                        dense: raw(&dense, j),
+                        bm25: raw(&lexical, j),
+                        type_match: type_match[j],
+                        id: memory.entries[candidates[j] as usize].id,
+                    })
+                    .collect();
+                let type_tiebreak = self.config.type_tiebreak;
+                let order = |a: &usize, b: &usize| rank_order(&keys[*a], &keys[*b], type_tiebreak);
+                let mut ranked: Vec<usize> = (0..candidates.len()).collect();
+                if explain_all || quota >= ranked.len() {
+                    ranked.sort_by(order);
+                } else {
+                    // Only the top `quota` are needed: partition around the quota-th, then
+                    // sort that prefix.
+                    ranked.select_nth_unstable_by(quota - 1, order);
+                    ranked.truncate(quota);
+                    ranked.sort_by(order);
+                }
+                pool.candidates = ranked
+                    .iter()
+                    .enumerate()
+                    .map(|(rank, &j)| {
+                        let index = candidates[j] as usize;
+                        CandidateScore {
+                            id: memory.entries[index].id,
+                            polarity: memory.polarity[index],
+                            failure_type: memory.failure_type[index],
+                            type_match: type_match[j],
+                            dense: dense.as_ref().map(|v| v[j]),
+                            dense_normalized: dense_norm.as_ref().map(|v| v[j]),
+                            bm25: lexical.as_ref().map(|v| v[j]),
+                            bm25_normalized: lexical_norm.as_ref().map(|v| v[j]),
+                            bonus: if type_match[j] { bonus } else { 0.0 },
+                            score: score[j],
+                            rank: rank + 1,
+                            selected: rank < quota,
+                        }
+                    })
+                    .collect();
+            }
+        }
+        pool
+    }
+
+    /// BM25 of the query against every candidate, with the candidate set as the corpus.
+    /// Returns the scores (in candidate order) and the average document length.
+    fn bm25_scores(&self, candidates: &[u32], groups: &[u8], cutoff: usize) -> (Vec<f64>, f64) {
+        let memory = self.view.memory;
+        let params = self.config.bm25;
+        let n = candidates.len();
+        let total_length: u64 = candidates
+            .iter()
+            .map(|&i| u64::from(memory.doc_len[i as usize]))
+            .sum();
+        let average = total_length as f64 / n as f64;
+        let mut slot = vec![u32::MAX; memory.entries.len()];
+        for (j, &i) in candidates.iter().enumerate() {
+            slot[i as usize] = j as u32;
+        }
+        // The length part of g(w, m) depends only on the document: computed once per
+        // candidate, and so is the whole g for tf = 1, by far the most common count.
+        let length_norm: Vec<f64> = candidates
+            .iter()
+            .map(|&i| {
+                let length = f64::from(memory.doc_len[i as usize]);
+                params.k1 * (1.0 - params.b + params.b * length / average)
+            })
+            .collect();
+        let g_single: Vec<f64> = length_norm
+            .iter()
+            .map(|norm| (params.k1 + 1.0) / (1.0 + norm))
+            .collect();
+        // When no member of the searched groups below the cutoff was filtered out (current
+        // query, database scope), the candidate set is exactly those members and a term's
+        // document frequency is just the length of its posting prefixes.
+        let members_below_cutoff: usize = groups
+            .iter()
+            .map(|&g| {
+                memory.group_members[usize::from(g)].partition_point(|&i| (i as usize) < cutoff)
+            })
+            .sum();
+        let complete = members_below_cutoff == n;
+        let mut scores = vec![0.0f64; n];
+        let mut lists: Vec<&[Posting]> = Vec::with_capacity(groups.len());
+        for term in self.query_terms {
+            let Some(&term_id) = memory.terms.get(term) else {
+                continue;
+            };
+            // Only the posting groups that can hold candidates, and only up to the view's
+            // cutoff (postings are in storage order, which is stream order).
+            lists.clear();
+            lists.extend(
+                memory.postings[term_id as usize]
+                    .iter()
+                    .filter(|g| groups.contains(&g.group))
+                    .map(|g| {
+                        let end = g.list.partition_point(|p| (p.doc as usize) < cutoff);
+                        &g.list[..end]
+                    }),
+            );
+            let df = if complete {
+                lists.iter().map(|list| list.len()).sum::<usize>()
+            } else {
+                lists
+                    .iter()
+                    .flat_map(|list| list.iter())
+                    .filter(|p| slot[p.doc as usize] != u32::MAX)
+                    .count()
+            };
+            if df == 0 {
+                continue;
+            }
+            let idf = (1.0 + (n as f64 - df as f64 + 0.5) / (df as f64 + 0.5)).ln();
+            for posting in lists.iter().flat_map(|list| list.iter()) {
+                let j = slot[posting.doc as usize];
+                if j == u32::MAX {
+                    continue;
+                }
+                let j = j as usize;
+                let g = if posting.tf == 1 {
+                    g_single[j]
+                } else {
+                    let tf = f64::from(posting.tf);
+                    tf * (params.k1 + 1.0) / (tf + length_norm[j])
+                };
+                scores[j] += idf * g;
+            }
+        }
+        (scores, average)
+    }
+}
+
+/// What a candidate is ordered by.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct RankKey {
+    score: f64,
+    /// Raw cosine (0 when the channel is off).
+    dense: f64,
+    /// Raw BM25 (0 when the channel is off).
+    bm25: f64,
+    type_match: bool,
+    id: MemoryId,
+}
+
+/// The paper's order: score desc, then dense desc, BM25 desc, type match desc (when the
+/// policy is typed), memory id asc. Ids are unique, so the order is total.
+fn rank_order(a: &RankKey, b: &RankKey, type_tiebreak: bool) -> Ordering {
+    b.score
+        .total_cmp(&a.score)
+        .then(b.dense.total_cmp(&a.dense))
+        .then(b.bm25.total_cmp(&a.bm25))
+        .then(if type_tiebreak {
+            b.type_match.cmp(&a.type_match)
+        } else {
+            Ordering::Equal
+        })
+        .then(a.id.cmp(&b.id))
+}
+
+/// Cosine similarity of the unit query vector with every candidate's unit vector.
+fn dense_scores(memory: &crate::memory::Memory, query: &[f32], candidates: &[u32]) -> Vec<f64> {
+    let mut out = vec![0.0f64; candidates.len()];
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2, checked just above.
+            unsafe { dense_scan_avx2(memory, query, candidates, &mut out) };
+            return out;
+        }
+    }
+    dense_scan(memory, query, candidates, &mut out);
+    out
+}
+
+/// The exact scan, written so the compiler vectorises it.
+#[inline(always)]
+fn dense_scan(memory: &crate::memory::Memory, query: &[f32], candidates: &[u32], out: &mut [f64]) {
+    for (slot, &i) in out.iter_mut().zip(candidates) {
+        *slot = dot(query, memory.vector(i as usize));
+    }
+}
+
+/// The same scan compiled for AVX2. The arithmetic is identical lane by lane (no fused
+/// multiply-add, same summation order), so results are bit-identical to [`dense_scan`];
+/// only the register width changes.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn dense_scan_avx2(
+    memory: &crate::memory::Memory,
+    query: &[f32],
+    candidates: &[u32],
+    out: &mut [f64],
+) {
+    dense_scan(memory, query, candidates, out)
+}
+
+/// Lanes of the dot product: independent partial sums keep the adders busy.
+const LANES: usize = 32;
+
+/// Dot product in 32 f32 lanes, summed in f64 in a fixed order so the result is the same on
+/// every run and every x86-64 machine.
+#[inline(always)]
+fn dot(a: &[f32], b: &[f32]) -> f64 {
+    let mut lanes = [0.0f32; LANES];
+    let chunks_a = a.chunks_exact(LANES);
+    let chunks_b = b.chunks_exact(LANES);
+    let tail: f64 = chunks_a
+        .remainder()
+        .iter()
+        .zip(chunks_b.remainder())
+        .map(|(&x, &y)| f64::from(x) * f64::from(y))
+        .sum();
+    for (x, y) in chunks_a.zip(chunks_b) {
+        for lane in 0..LANES {
+            lanes[lane] += x[lane] * y[lane];
+        }
+    }
+    lanes.iter().map(|&v| f64::from(v)).sum::<f64>() + tail
+}
+
+/// Min–max normalisation; all-equal scores map to 0.
+fn min_max(values: &[f64]) -> Vec<f64> {
+    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if max > min {
+        values.iter().map(|v| (v - min) / (max - min)).collect()
+    } else {
+        vec![0.0; values.len()]
+    }
+}
+
+/// SplitMix64: a tiny, well-mixed generator; enough for a seeded shuffle.
+struct SplitMix64 {
+    state: u64,
+}
+
+impl SplitMix64 {
+    fn new(seed: u64) -> SplitMix64 {
+        SplitMix64 { state: seed }
+    }
+
+    fn mix(mut z: u64) -> u64 {
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        SplitMix64::mix(self.state)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ties_fall_to_dense_then_bm25_then_type_then_id() {
+        let key = |score, dense, bm25, type_match, id| RankKey {
+            score,
+            dense,
+            bm25,
+            type_match,
+            id: MemoryId(id),
+        };
+        let mut keys = [
+            key(0.5, 0.1, 9.0, true, 0),
+            key(0.5, 0.2, 0.0, false, 7),
+            key(0.5, 0.1, 9.0, false, 1),
+            key(0.5, 0.1, 8.0, true, 2),
+            key(0.9, 0.0, 0.0, false, 9),
+            key(0.5, 0.1, 9.0, false, 3),
+        ];
+        keys.sort_by(|a, b| rank_order(a, b, true));
+        let ids: Vec<u64> = keys.iter().map(|k| k.id.0).collect();
+        assert_eq!(ids, vec![9, 7, 0, 1, 3, 2]);
+        // Untyped policies (Dynamic RAG) skip the type-match step.
+        keys.sort_by(|a, b| rank_order(a, b, false));
+        let ids: Vec<u64> = keys.iter().map(|k| k.id.0).collect();
+        assert_eq!(ids, vec![9, 7, 0, 1, 3, 2]);
+        let mut untyped = [key(0.5, 0.1, 9.0, false, 1), key(0.5, 0.1, 9.0, true, 4)];
+        untyped.sort_by(|a, b| rank_order(a, b, false));
+        assert_eq!(untyped[0].id, MemoryId(1));
+        untyped.sort_by(|a, b| rank_order(a, b, true));
+        assert_eq!(untyped[0].id, MemoryId(4));
+    }
+
+    #[test]
+    fn min_max_maps_equal_scores_to_zero() {
+        assert_eq!(min_max(&[2.0, 2.0]), vec![0.0, 0.0]);
+        assert_eq!(min_max(&[1.0, 3.0, 2.0]), vec![0.0, 1.0, 0.5]);
+    }
+
+    #[test]
+    fn dot_matches_a_plain_sum() {
+        let a: Vec<f32> = (0..75).map(|i| i as f32 * 0.25).collect();
+        let b: Vec<f32> = (0..75).map(|i| 1.0 - i as f32 * 0.125).collect();
+        let plain: f64 = a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| f64::from(*x) * f64::from(*y))
+            .sum();
+        assert!((dot(&a, &b) - plain).abs() < 1e-9);
+    }
+}

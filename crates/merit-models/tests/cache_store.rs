@@ -1,0 +1,349 @@
+//! The reply cache: hits and misses, key sensitivity, accounting, concurrent writers, torn
+//! segments.
+
+use merit_core::model::{
+    ChatMessage, ChatModel, ChatReply, ChatRequest, Decoding, Embedder, ModelError,
+};
+use merit_models::cache::{
+    chat_key, Accounting, CacheMode, CachedChat, CachedEmbedder, ReplyStore,
+};
+use std::io::Write;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A deterministic model that counts its calls.
+struct Echo {
+    id: String,
+    calls: AtomicUsize,
+}
+
+impl Echo {
+    fn new(id: &str) -> Echo {
+        Echo {
+            id: id.to_string(),
+            calls: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl ChatModel for Echo {
+    fn id(&self) -> String {
+        self.id.clone()
+    }
+
+    fn chat(&self, request: &ChatRequest) -> Result<ChatReply, ModelError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let last = &request.messages.last().unwrap().content;
+        if last == "fail" {
+            return Err(ModelError::Server {
+                status: 500,
+                body: "no".to_string(),
+            });
+        }
+        Ok(ChatReply {
+            text: format!("echo: {last}"),
+            prompt_tokens: last.len() as u32,
+            completion_tokens: 3,
+            latency: Duration::from_millis(25),
+            cached: false,
+        })
+    }
+}
+
+struct Letters {
+    calls: AtomicUsize,
+    texts: AtomicUsize,
+}
+
+impl Embedder for Letters {
+    fn id(&self) -> String {
+        "fake:letters".to_string()
+    }
+
+    fn dimension(&self) -> usize {
+        3
+    }
+
+    fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, ModelError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.texts.fetch_add(texts.len(), Ordering::SeqCst);
+        Ok(texts
+            .iter()
+            .map(|text| {
+                let v = [
+                    text.len() as f32,
+                    1.0,
+                    text.bytes().map(f32::from).sum::<f32>() / 1000.0,
+                ];
+                let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+                v.iter().map(|x| x / norm).collect()
+            })
+            .collect())
+    }
+}
+
+fn request(question: &str) -> ChatRequest {
+    ChatRequest {
+        messages: vec![ChatMessage::system("sys"), ChatMessage::user(question)],
+        decoding: Decoding::default(),
+        prompt_version: "p1".to_string(),
+    }
+}
+
+fn open(dir: &std::path::Path) -> Arc<ReplyStore> {
+    Arc::new(ReplyStore::open(dir).unwrap())
+}
+
+#[test]
+fn second_call_is_a_hit_and_survives_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let chat = CachedChat::new(Echo::new("fake:echo"), open(dir.path()));
+    let live = chat.chat(&request("q1")).unwrap();
+    assert!(!live.cached);
+    let hit = chat.chat(&request("q1")).unwrap();
+    assert!(hit.cached);
+    assert_eq!(hit.text, live.text);
+    assert_eq!(hit.prompt_tokens, live.prompt_tokens);
+    assert_eq!(
+        hit.latency,
+        Duration::from_millis(25),
+        "original latency kept"
+    );
+    assert_eq!(chat.inner().calls.load(Ordering::SeqCst), 1);
+
+    // A new process (here: a new store and a new model) costs no call.
+    let again = CachedChat::new(Echo::new("fake:echo"), open(dir.path()));
+    let reply = again.chat(&request("q1")).unwrap();
+    assert!(reply.cached);
+    assert_eq!(reply.text, "echo: q1");
+    assert_eq!(again.inner().calls.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn any_change_to_the_request_or_model_misses() {
+    let base = request("q");
+    let key = chat_key("m", &base);
+    let mut variants = Vec::new();
+    let mut r = base.clone();
+    r.messages[1].content.push(' ');
+    variants.push(("message text", chat_key("m", &r)));
+    let mut r = base.clone();
+    r.messages[0] = ChatMessage::user("sys");
+    variants.push(("message role", chat_key("m", &r)));
+    let mut r = base.clone();
+    r.messages.push(ChatMessage::assistant("more"));
+    variants.push(("message count", chat_key("m", &r)));
+    let mut r = base.clone();
+    r.decoding.temperature = 0.7;
+    variants.push(("temperature", chat_key("m", &r)));
+    let mut r = base.clone();
+    r.decoding.max_tokens += 1;
+    variants.push(("max_tokens", chat_key("m", &r)));
+    let mut r = base.clone();
+    r.decoding.stop.push(";".to_string());
+    variants.push(("stop", chat_key("m", &r)));
+    let mut r = base.clone();
+    r.decoding.seed = 7;
+    variants.push(("seed", chat_key("m", &r)));
+    let mut r = base.clone();
+    r.prompt_version = "p2".to_string();
+    variants.push(("prompt version", chat_key("m", &r)));
+    variants.push(("model id", chat_key("m2", &base)));
+    for (what, other) in &variants {
+        assert_ne!(&key, other, "changing the {what} must change the key");
+    }
+    assert_eq!(key, chat_key("m", &base.clone()), "keys are deterministic");
+    let mut negative_zero = base.clone();
+    negative_zero.decoding.temperature = -0.0;
+    assert_eq!(key, chat_key("m", &negative_zero));
+
+    // And through the wrapper: a different model id behind the same store misses.
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let first = CachedChat::new(Echo::new("fake:a"), Arc::clone(&store));
+    first.chat(&request("q")).unwrap();
+    let second = CachedChat::new(Echo::new("fake:b"), store);
+    assert!(!second.chat(&request("q")).unwrap().cached);
+}
+
+#[test]
+fn accounting_separates_live_cached_and_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let accounting = Arc::new(Accounting::new());
+    let chat = CachedChat::new(Echo::new("fake:echo"), open(dir.path()))
+        .with_accounting(Arc::clone(&accounting));
+    let repair = chat.with_label("repair");
+    let baseline = chat.with_label("baseline");
+    repair.chat(&request("abc")).unwrap();
+    repair.chat(&request("abc")).unwrap();
+    baseline.chat(&request("abc")).unwrap();
+    baseline.chat(&request("defg")).unwrap();
+    assert!(baseline.chat(&request("fail")).is_err());
+
+    let snapshot = accounting.snapshot();
+    let repair = &snapshot.labels["repair"];
+    assert_eq!(repair.live.calls, 1);
+    assert_eq!(repair.cached.calls, 1);
+    assert_eq!(repair.live.prompt_tokens, 3);
+    assert_eq!(repair.cached.completion_tokens, 3);
+    assert_eq!(repair.live.latency_ms, 25);
+    let baseline = &snapshot.labels["baseline"];
+    assert_eq!((baseline.live.calls, baseline.cached.calls), (1, 1));
+    assert_eq!(baseline.failures, 1);
+    assert_eq!(snapshot.total.live.calls, 2);
+    assert_eq!(snapshot.total.cached.calls, 2);
+    assert_eq!(snapshot.total.live.prompt_tokens, 3 + 4);
+
+    let json = serde_json::to_value(&snapshot).unwrap();
+    assert_eq!(json["labels"]["repair"]["live"]["calls"], 1);
+    let back: merit_models::cache::AccountingSnapshot = serde_json::from_value(json).unwrap();
+    assert_eq!(back, snapshot);
+    accounting.reset();
+    assert!(accounting.snapshot().labels.is_empty());
+}
+
+#[test]
+fn replay_mode_refuses_misses_and_read_only_stores_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let read_only =
+        CachedChat::new(Echo::new("fake:echo"), Arc::clone(&store)).with_mode(CacheMode::ReadOnly);
+    read_only.chat(&request("q")).unwrap();
+    assert!(store.is_empty());
+    let replay =
+        CachedChat::new(Echo::new("fake:echo"), Arc::clone(&store)).with_mode(CacheMode::Replay);
+    let error = replay.chat(&request("q")).unwrap_err();
+    assert!(
+        matches!(error, ModelError::Unavailable(ref m) if m.contains("replay")),
+        "{error:?}"
+    );
+    assert_eq!(replay.inner().calls.load(Ordering::SeqCst), 0);
+    CachedChat::new(Echo::new("fake:echo"), Arc::clone(&store))
+        .chat(&request("q"))
+        .unwrap();
+    assert!(replay.chat(&request("q")).unwrap().cached);
+}
+
+#[test]
+fn embeddings_are_cached_per_text_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let letters = Letters {
+        calls: AtomicUsize::new(0),
+        texts: AtomicUsize::new(0),
+    };
+    let embedder = CachedEmbedder::new(letters, open(dir.path()));
+    let texts: Vec<String> = ["a", "bb", "a", "ccc"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let first = embedder.embed(&texts).unwrap();
+    assert_eq!(
+        embedder.inner().texts.load(Ordering::SeqCst),
+        3,
+        "duplicates embedded once"
+    );
+    assert_eq!(first[0], first[2]);
+    let more: Vec<String> = ["ccc", "dddd", "bb"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let second = embedder.embed(&more).unwrap();
+    assert_eq!(
+        embedder.inner().texts.load(Ordering::SeqCst),
+        4,
+        "only dddd was new"
+    );
+    assert_eq!(second[0], first[3]);
+    assert_eq!(second[2], first[1]);
+
+    let reopened = CachedEmbedder::new(
+        Letters {
+            calls: AtomicUsize::new(0),
+            texts: AtomicUsize::new(0),
+        },
+        open(dir.path()),
+    );
+    let again = reopened.embed(&texts).unwrap();
+    assert_eq!(reopened.inner().calls.load(Ordering::SeqCst), 0);
+    for (a, b) in again.iter().zip(&first) {
+        assert_eq!(
+            a.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            b.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            "bit-exact"
+        );
+    }
+    let snapshot = reopened.accounting().snapshot();
+    assert_eq!(snapshot.total.cached.texts, 4);
+    assert_eq!(snapshot.total.live.calls, 0);
+}
+
+#[test]
+fn concurrent_threads_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two stores on one folder (as two processes would have) plus threads sharing each.
+    let stores = [open(dir.path()), open(dir.path())];
+    let threads = 8;
+    let per_thread = 40;
+    std::thread::scope(|scope| {
+        for t in 0..threads {
+            let store = Arc::clone(&stores[t % 2]);
+            scope.spawn(move || {
+                let chat = CachedChat::new(Echo::new("fake:echo"), store);
+                for i in 0..per_thread {
+                    chat.chat(&request(&format!("t{t}-q{i}"))).unwrap();
+                    // Every thread also asks a shared question: racing writers of one key.
+                    chat.chat(&request("shared")).unwrap();
+                }
+            });
+        }
+    });
+    let reopened = open(dir.path());
+    let stats = reopened.stats();
+    assert_eq!(stats.skipped_lines, 0);
+    assert_eq!(reopened.len(), threads * per_thread + 1);
+    let chat = CachedChat::new(Echo::new("fake:echo"), reopened);
+    for t in 0..threads {
+        for i in 0..per_thread {
+            let reply = chat.chat(&request(&format!("t{t}-q{i}"))).unwrap();
+            assert!(reply.cached);
+            assert_eq!(reply.text, format!("echo: t{t}-q{i}"));
+        }
+    }
+    assert_eq!(chat.inner().calls.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn a_store_sees_what_another_writer_added_since_it_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let reader = CachedChat::new(Echo::new("fake:echo"), open(dir.path()));
+    let writer = CachedChat::new(Echo::new("fake:echo"), open(dir.path()));
+    writer.chat(&request("late")).unwrap();
+    assert!(reader.chat(&request("late")).unwrap().cached);
+    assert_eq!(reader.inner().calls.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn torn_and_damaged_lines_are_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let chat = CachedChat::new(Echo::new("fake:echo"), open(dir.path()));
+        chat.chat(&request("kept")).unwrap();
+    }
+    // A segment with garbage in the middle and a torn last line, as a crash could leave.
+    let mut file = std::fs::File::create(dir.path().join("seg-999-1-0.jsonl")).unwrap();
+    file.write_all(
+        b"not json at all\n{\"key\":\"abc\",\"kind\":\"chat\",\"reply\":{\"text\":\"half",
+    )
+    .unwrap();
+    drop(file);
+    std::fs::write(dir.path().join("notes.txt"), "not a segment").unwrap();
+    let store = open(dir.path());
+    assert_eq!(store.len(), 1);
+    assert_eq!(store.stats().skipped_lines, 1);
+    let chat = CachedChat::new(Echo::new("fake:echo"), store);
+    assert!(chat.chat(&request("kept")).unwrap().cached);
+    // The store still writes fine next to the damaged segment.
+    chat.chat(&request("new")).unwrap();
+    assert_eq!(open(dir.path()).len(), 2);
+}

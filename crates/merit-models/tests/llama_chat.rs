@@ -1,0 +1,251 @@
+//! The embedded llama.cpp chat model: greedy determinism, prefix reuse, stop conditions,
+//! token accounting, context limits and concurrent callers.
+//!
+//! Needs the default chat model: through the registry (the user path in
+//! `MERIT_MODEL_PATH_QWEN2_5_CODER_0_5B_INSTRUCT`, or the local cache). When it is absent the
+//! tests are skipped with a loud message, unless `MERIT_REQUIRE_MODELS=1`, where they fail.
+
+use merit_core::model::{ChatMessage, ChatModel, ChatRequest, Decoding, ModelError};
+use merit_models::llama::{LlamaChat, LlamaConfig};
+use merit_models::registry::{ensure_model, PullOptions, DEFAULT_CHAT_MODEL};
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+fn required() -> bool {
+    std::env::var("MERIT_REQUIRE_MODELS").is_ok_and(|value| value == "1")
+}
+
+fn model_file() -> Option<PathBuf> {
+    static FILE: OnceLock<Option<PathBuf>> = OnceLock::new();
+    FILE.get_or_init(|| {
+        let options = PullOptions {
+            offline: !required(),
+            ..PullOptions::default()
+        };
+        match ensure_model(DEFAULT_CHAT_MODEL, &options, &mut |_| {}) {
+            Ok(files) => Some(files.main_file().to_path_buf()),
+            Err(error) if required() => panic!("MERIT_REQUIRE_MODELS=1 but: {error}"),
+            Err(error) => {
+                eprintln!(
+                    "\n=== SKIPPED: llama.cpp tests need {DEFAULT_CHAT_MODEL}: {error}\n\
+                     === Run `merit models pull` or set \
+                     MERIT_MODEL_PATH_QWEN2_5_CODER_0_5B_INSTRUCT; MERIT_REQUIRE_MODELS=1 makes \
+                     this a failure.\n"
+                );
+                None
+            }
+        }
+    })
+    .clone()
+}
+
+/// One model shared by the tests of this binary (they run on parallel threads; the model
+/// serialises their calls, which is part of what is tested).
+fn model() -> Option<Arc<LlamaChat>> {
+    static MODEL: OnceLock<Option<Arc<LlamaChat>>> = OnceLock::new();
+    MODEL
+        .get_or_init(|| {
+            let file = model_file()?;
+            let config = LlamaConfig::new(file).with_name(DEFAULT_CHAT_MODEL);
+            Some(Arc::new(
+                LlamaChat::load(config).expect("load the chat model"),
+            ))
+        })
+        .clone()
+}
+
+fn request(messages: Vec<ChatMessage>, max_tokens: u32) -> ChatRequest {
+    ChatRequest {
+        messages,
+        decoding: Decoding {
+            max_tokens,
+            ..Decoding::default()
+        },
+        prompt_version: "test".to_string(),
+    }
+}
+
+const SCHEMA_QUESTION: &str =
+    "DATABASE SCHEMA (SQLite)\nCREATE TABLE singer (\n  Singer_ID int,\n  \
+    Name text,\n  Country text,\n  Age int,\n  PRIMARY KEY (Singer_ID)\n);\n\nQUESTION\nHow many \
+    singers do we have?\n\nAnswer with exactly one SQL query in a ```sql code block.";
+
+#[test]
+fn the_id_names_backend_and_model_and_the_gguf_template_is_used() {
+    let Some(chat) = model() else { return };
+    assert_eq!(chat.id(), "llama.cpp:qwen2.5-coder-0.5b-instruct");
+    assert!(chat.info().uses_gguf_template);
+    assert_eq!(chat.info().context_size, 4096);
+    let (text, tokens) = chat.render(&[ChatMessage::user("hi")]).expect("render");
+    // Qwen's template adds its default system message to a conversation without one.
+    assert_eq!(
+        chat.info().default_system_prompt.as_deref(),
+        Some("You are Qwen, created by Alibaba Cloud. You are a helpful assistant.")
+    );
+    assert!(
+        text.starts_with("<|im_start|>system\nYou are Qwen, created by Alibaba Cloud."),
+        "{text:?}"
+    );
+    assert!(
+        text.contains("<|im_start|>user\nhi<|im_end|>\n"),
+        "{text:?}"
+    );
+    let (own, _) = chat
+        .render(&[ChatMessage::system("Be brief."), ChatMessage::user("hi")])
+        .expect("render");
+    assert!(
+        own.starts_with("<|im_start|>system\nBe brief.<|im_end|>\n"),
+        "{own:?}"
+    );
+    assert!(!own.contains("You are Qwen"));
+    assert!(text.ends_with("<|im_start|>assistant\n"), "{text:?}");
+    assert!(tokens > 3);
+}
+
+#[test]
+fn greedy_answers_repeat_and_count_tokens() {
+    let Some(chat) = model() else { return };
+    let ask = request(vec![ChatMessage::user(SCHEMA_QUESTION)], 64);
+    let first = chat.chat(&ask).expect("chat");
+    let second = chat.chat(&ask).expect("chat");
+    assert_eq!(first.text, second.text);
+    assert!(
+        first.text.to_lowercase().contains("count"),
+        "{:?}",
+        first.text
+    );
+    let (_, prompt_tokens) = chat.render(&ask.messages).expect("render");
+    assert_eq!(first.prompt_tokens as usize, prompt_tokens);
+    assert!(first.completion_tokens > 0 && first.completion_tokens <= 64);
+    assert!(!first.cached);
+    assert!(!first.text.contains("<|im_end|>"));
+}
+
+#[test]
+fn a_shared_prefix_is_reused_and_gives_the_same_reply_as_a_fresh_cache() {
+    let Some(file) = model_file() else { return };
+    // A private instance: the shared one's cache is touched by the other tests.
+    let chat = LlamaChat::load(LlamaConfig::new(file)).expect("load");
+    let first_turn = vec![ChatMessage::user(SCHEMA_QUESTION)];
+    let (reply, stats) = chat
+        .chat_with_stats(&request(first_turn.clone(), 48))
+        .expect("chat");
+    assert_eq!(stats.reused_tokens, 0);
+    let mut second_turn = first_turn;
+    second_turn.push(ChatMessage::assistant(reply.text));
+    second_turn.push(ChatMessage::user(
+        "The query ran but the result is wrong. Write a corrected query.",
+    ));
+    let follow_up = request(second_turn, 48);
+    let (reused_reply, reused) = chat.chat_with_stats(&follow_up).expect("chat");
+    assert!(
+        reused.reused_tokens as f64 > 0.6 * reused.prompt_tokens as f64,
+        "{reused:?}"
+    );
+    assert_eq!(
+        reused.evaluated_tokens,
+        reused.prompt_tokens - reused.reused_tokens
+    );
+    chat.clear_cache().expect("clear");
+    chat.set_prefix_reuse(false);
+    let (fresh_reply, fresh) = chat.chat_with_stats(&follow_up).expect("chat");
+    assert_eq!(fresh.reused_tokens, 0);
+    assert_eq!(fresh.prompt_tokens, reused.prompt_tokens);
+    assert_eq!(fresh_reply.text, reused_reply.text);
+    // An identical request re-evaluates only its last token.
+    chat.set_prefix_reuse(true);
+    chat.chat_with_stats(&follow_up).expect("chat");
+    let (_, again) = chat.chat_with_stats(&follow_up).expect("chat");
+    assert_eq!(again.evaluated_tokens, 1);
+}
+
+#[test]
+fn generation_stops_at_stop_strings_and_max_tokens() {
+    let Some(chat) = model() else { return };
+    let mut ask = request(vec![ChatMessage::user(SCHEMA_QUESTION)], 64);
+    ask.decoding.stop = vec!["FROM".to_string(), "from".to_string()];
+    let reply = chat.chat(&ask).expect("chat");
+    assert!(
+        !reply.text.to_lowercase().contains("from"),
+        "{:?}",
+        reply.text
+    );
+    let short = chat
+        .chat(&request(vec![ChatMessage::user("Count from 1 to 100.")], 5))
+        .expect("chat");
+    assert_eq!(short.completion_tokens, 5);
+    let none = chat
+        .chat(&request(vec![ChatMessage::user("Say hello.")], 0))
+        .expect("chat");
+    assert_eq!((none.completion_tokens, none.text.as_str()), (0, ""));
+}
+
+#[test]
+fn a_prompt_longer_than_the_context_is_an_invalid_request() {
+    let Some(file) = model_file() else { return };
+    let chat = LlamaChat::load(LlamaConfig::new(file).with_context_size(64)).expect("load");
+    let long = ChatMessage::user("SELECT name FROM singer; ".repeat(40));
+    let error = chat.chat(&request(vec![long], 8)).unwrap_err();
+    assert!(
+        matches!(&error, ModelError::InvalidRequest(m) if m.contains("context window holds 64")),
+        "{error}"
+    );
+    // The instance stays usable after the refusal.
+    let reply = chat
+        .chat(&request(vec![ChatMessage::user("Hi")], 4))
+        .expect("chat");
+    assert!(reply.completion_tokens <= 4);
+    let error = chat.chat(&request(Vec::new(), 4)).unwrap_err();
+    assert!(matches!(error, ModelError::InvalidRequest(_)));
+}
+
+#[test]
+fn generation_ends_at_the_end_of_a_small_context() {
+    let Some(file) = model_file() else { return };
+    let chat = LlamaChat::load(LlamaConfig::new(file).with_context_size(48)).expect("load");
+    let reply = chat
+        .chat(&request(
+            vec![ChatMessage::user(
+                "Count from 1 to 100, one number per line.",
+            )],
+            500,
+        ))
+        .expect("chat");
+    assert!(
+        reply.prompt_tokens + reply.completion_tokens <= 49,
+        "{reply:?}"
+    );
+}
+
+#[test]
+fn concurrent_callers_are_served_one_at_a_time_with_the_same_answers() {
+    let Some(chat) = model() else { return };
+    let ask = request(vec![ChatMessage::user(SCHEMA_QUESTION)], 32);
+    let expected = chat.chat(&ask).expect("chat").text;
+    let handles: Vec<_> = (0..3)
+        .map(|_| {
+            let chat = Arc::clone(&chat);
+            let ask = ask.clone();
+            std::thread::spawn(move || chat.chat(&ask).expect("chat").text)
+        })
+        .collect();
+    for handle in handles {
+        assert_eq!(handle.join().expect("thread"), expected);
+    }
+}
+
+#[test]
+fn a_truncated_gguf_is_unavailable_and_named() {
+    let Some(file) = model_file() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cut = dir.path().join("cut-short.gguf");
+    let length = std::fs::metadata(&file).expect("stat model").len();
+    let mut source = std::io::Read::take(std::fs::File::open(&file).expect("open"), length / 3);
+    let mut target = std::fs::File::create(&cut).expect("create");
+    std::io::copy(&mut source, &mut target).expect("copy");
+    let error = LlamaChat::load(LlamaConfig::new(&cut)).unwrap_err();
+    assert!(
+        matches!(&error, ModelError::Unavailable(m) if m.contains("cut-short.gguf")),
+        "{error}"
+    );
+}
