@@ -1,6 +1,16 @@
 //! `merit bench memory`: MERIT memory retrieval latency (p50/p99, query embedding excluded)
 //! and bytes per entry at several sizes; the measurement itself is `merit_memory::bench`.
 
+/// `println!` through [`crate::memory_cmd::write_text`].
+macro_rules! say {
+    () => {
+        crate::memory_cmd::write_text("\n")
+    };
+    ($($arg:tt)*) => {
+        crate::memory_cmd::write_text(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 use anyhow::{bail, Result};
 use clap::Args;
 use merit_memory::bench::{header, render_row, run as run_bench, BenchConfig};
@@ -48,12 +58,14 @@ pub fn run(args: MemoryBenchArgs) -> Result<()> {
         seed: args.seed,
         variants,
     };
-    println!(
+    say!(
         "dimension {}, {} queries x {} repetitions per row (query embedding excluded), one \
          thread; synthetic episodes, 85 % Result Mismatch, 70 % positive",
-        config.dimension, config.queries, config.repeats
+        config.dimension,
+        config.queries,
+        config.repeats
     );
-    println!("{}", header());
-    run_bench(&config, |row| println!("{}", render_row(row)))?;
+    say!("{}", header());
+    run_bench(&config, |row| say!("{}", render_row(row)))?;
     Ok(())
 }

@@ -1,6 +1,21 @@
 //! `merit classify`: the deterministic failure classifier — one message, the rule table, or
 //! the validation against reference labels in the layout of the repair paper's Table 5.
 
+/// `println!` / `print!` through [`crate::memory_cmd::write_text`].
+macro_rules! say {
+    () => {
+        crate::memory_cmd::write_text("\n")
+    };
+    ($($arg:tt)*) => {
+        crate::memory_cmd::write_text(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+macro_rules! say_raw {
+    ($($arg:tt)*) => {
+        crate::memory_cmd::write_text(&format!($($arg)*))
+    };
+}
+
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use merit_core::{Benchmark, Question, Status};
@@ -75,7 +90,7 @@ pub struct ClassifyArgs {
 
 pub fn run(args: ClassifyArgs) -> Result<()> {
     if args.rules {
-        print!("{}", rule_table_markdown());
+        say_raw!("{}", rule_table_markdown());
         return Ok(());
     }
     if args.validate {
@@ -93,8 +108,8 @@ pub fn run(args: ClassifyArgs) -> Result<()> {
             Status::DenotationMismatch
         });
     match classify(status, args.error.as_deref()) {
-        Some(label) => println!("{} (rule {})", label.failure_type, label.rule),
-        None => println!("correct: not a failure"),
+        Some(label) => say!("{} (rule {})", label.failure_type, label.rule),
+        None => say!("correct: not a failure"),
     }
     Ok(())
 }
@@ -251,7 +266,7 @@ fn validate(args: &ClassifyArgs) -> Result<()> {
         }
     }
     let unavailable: usize = availability.unavailable.values().sum();
-    println!(
+    say!(
         "{} pairs read; {} not marked correct in the file; {} of them judged correct now \
          (skipped); {} skipped ({} without a database){}",
         pairs.len(),
@@ -266,24 +281,24 @@ fn validate(args: &ClassifyArgs) -> Result<()> {
         }
     );
     for line in skipped.iter().take(5) {
-        println!("  skipped {line}");
+        say!("  skipped {line}");
     }
     let report = ValidationReport::new(
         args.dataset.clone(),
         labelled.iter().map(|l| (l.predicted, l.reference)),
     );
-    println!("\n{}", report.table5());
-    println!(
+    say!("\n{}", report.table5());
+    say!(
         "Composition: shares of the classifier's labels. Other = Aggregation, Filter/Value, \
          Execution, Syntax, Unknown. Accuracy and macro-F1 against the AST reference labeler.\n"
     );
-    print!("{}", report.details());
+    say_raw!("{}", report.details());
     let mut by_status: BTreeMap<&str, usize> = BTreeMap::new();
     for l in &labelled {
         *by_status.entry(l.status.as_str()).or_default() += 1;
     }
     let statuses: Vec<String> = by_status.iter().map(|(s, n)| format!("{s} {n}")).collect();
-    println!("\nStatus of the labelled failures: {}", statuses.join(", "));
+    say!("\nStatus of the labelled failures: {}", statuses.join(", "));
     if let Some(out) = &args.out {
         let items: Vec<Json> = labelled
             .iter()
@@ -305,7 +320,7 @@ fn validate(args: &ClassifyArgs) -> Result<()> {
         let document = json!({ "report": report, "pairs": items });
         let text = serde_json::to_string_pretty(&document)?;
         crate::files::write_atomically(out, text.as_bytes())?;
-        println!("wrote {}", out.display());
+        say!("wrote {}", out.display());
     }
     Ok(())
 }

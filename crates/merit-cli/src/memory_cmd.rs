@@ -1,6 +1,21 @@
 //! `merit memory ls | show | explain`: look inside a MERIT memory directory and see why a
 //! retrieval would pick what it picks.
 
+/// `println!` / `print!` through [`crate::memory_cmd::write_text`].
+macro_rules! say {
+    () => {
+        crate::memory_cmd::write_text("\n")
+    };
+    ($($arg:tt)*) => {
+        crate::memory_cmd::write_text(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+macro_rules! say_raw {
+    ($($arg:tt)*) => {
+        crate::memory_cmd::write_text(&format!($($arg)*))
+    };
+}
+
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use merit_core::Status;
@@ -160,16 +175,22 @@ fn ls(args: LsArgs) -> Result<()> {
         .collect();
     if args.json {
         for entry in shown {
-            println!("{}", merit_memory::store::serialize_entry(entry));
+            say!("{}", merit_memory::store::serialize_entry(entry));
         }
         return Ok(());
     }
-    println!(
+    say!(
         "{:<7} {:<8} {:<16} {:>6} {:>4} {:<18} {:<40} change",
-        "id", "polarity", "type", "pos", "step", "db", "question"
+        "id",
+        "polarity",
+        "type",
+        "pos",
+        "step",
+        "db",
+        "question"
     );
     for entry in &shown {
-        println!(
+        say!(
             "{:<7} {:<8} {:<16} {:>6} {:>4} {:<18} {:<40} {}",
             entry.id.to_string(),
             entry.polarity.as_str(),
@@ -181,7 +202,7 @@ fn ls(args: LsArgs) -> Result<()> {
             clip(&entry.transition.delta.render().replace('\n', " | "), 60),
         );
     }
-    println!("{} of {} entries", shown.len(), entries.len());
+    say!("{} of {} entries", shown.len(), entries.len());
     Ok(())
 }
 
@@ -193,33 +214,41 @@ fn show(args: ShowArgs) -> Result<()> {
         bail!("no entry {id} in {}", args.dir.display());
     };
     if args.json {
-        println!("{}", merit_memory::store::serialize_entry(entry));
+        say!("{}", merit_memory::store::serialize_entry(entry));
         return Ok(());
     }
     let c = &entry.context;
     let t = &entry.transition;
     let p = &entry.provenance;
-    println!(
+    say!(
         "entry {} ({}), format version {}",
-        entry.id, entry.polarity, entry.format_version
+        entry.id,
+        entry.polarity,
+        entry.format_version
     );
-    println!(
+    say!(
         "failure type: {} (rule {})",
-        entry.failure_type, entry.failure_rule
+        entry.failure_type,
+        entry.failure_rule
     );
-    println!(
+    say!(
         "provenance: db {}, query {}, stream position {}, step {}, method {}, time {}",
-        p.db_id, p.query_id, p.stream_pos, p.step, p.method, p.time
+        p.db_id,
+        p.query_id,
+        p.stream_pos,
+        p.step,
+        p.method,
+        p.time
     );
-    println!("\nquestion: {}", c.question);
+    say!("\nquestion: {}", c.question);
     if !c.evidence.is_empty() {
-        println!("evidence: {}", c.evidence);
+        say!("evidence: {}", c.evidence);
     }
-    println!("failing SQL: {}", c.failing_sql);
-    println!("status: {}", c.status);
-    println!("error: {}", c.error.as_deref().unwrap_or("(none)"));
-    println!("\nrevision: {}", t.revised_sql);
-    println!(
+    say!("failing SQL: {}", c.failing_sql);
+    say!("status: {}", c.status);
+    say!("error: {}", c.error.as_deref().unwrap_or("(none)"));
+    say!("\nrevision: {}", t.revised_sql);
+    say!(
         "revision status: {}{}",
         t.revised_status,
         t.revised_error
@@ -227,9 +256,9 @@ fn show(args: ShowArgs) -> Result<()> {
             .map(|e| format!(" ({e})"))
             .unwrap_or_default()
     );
-    println!("\nchange (Δ):\n{}", t.delta.render());
-    println!("\n--- dense document ---\n{}", entry_dense_text(entry));
-    println!("\n--- BM25 document ---\n{}", entry_bm25_text(entry));
+    say!("\nchange (Δ):\n{}", t.delta.render());
+    say!("\n--- dense document ---\n{}", entry_dense_text(entry));
+    say!("\n--- BM25 document ---\n{}", entry_bm25_text(entry));
     Ok(())
 }
 
@@ -286,18 +315,18 @@ fn explain(args: ExplainArgs) -> Result<()> {
     let config = variant.config(args.seed);
     let explanation = view.explain(&query, &config, &embedder)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&explanation)?);
+        say!("{}", serde_json::to_string_pretty(&explanation)?);
         return Ok(());
     }
-    println!("embedder: {}", merit_core::model::Embedder::id(&embedder));
-    print!("{}", explanation.render());
+    say!("embedder: {}", merit_core::model::Embedder::id(&embedder));
+    say_raw!("{}", explanation.render());
     let selected: Vec<String> = explanation
         .pools
         .iter()
         .flat_map(|pool| pool.candidates.iter().filter(|c| c.selected))
         .map(|c| c.id.to_string())
         .collect();
-    println!(
+    say!(
         "\nretrieved: {}",
         if selected.is_empty() {
             "(nothing)".to_string()
@@ -306,4 +335,21 @@ fn explain(args: ExplainArgs) -> Result<()> {
         }
     );
     Ok(())
+}
+
+/// Writes `text` to stdout. When stdout is a closed pipe (`merit memory ls | head`), the
+/// program ends quietly, as command-line tools do, instead of panicking like `println!`.
+pub(crate) fn write_text(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(error) = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        if error.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: cannot write to stdout: {error}");
+        std::process::exit(1);
+    }
 }

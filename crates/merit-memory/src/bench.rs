@@ -399,7 +399,7 @@ pub fn run(
 /// The header line matching [`render_row`].
 pub fn header() -> String {
     format!(
-        "{:>8} {:<12} {:>8} {:>8} {:>10} {:>10} {:>13} {:>12} {:>10} {:>8}",
+        "{:>8} {:<18} {:>8} {:>8} {:>10} {:>10} {:>13} {:>12} {:>10} {:>8}",
         "entries",
         "policy",
         "p50 ms",
@@ -416,7 +416,7 @@ pub fn header() -> String {
 /// One row as a fixed-width line.
 pub fn render_row(row: &BenchRow) -> String {
     format!(
-        "{:>8} {:<12} {:>8.3} {:>8.3} {:>10.3} {:>10.3} {:>13.0} {:>12} {:>10.0} {:>8.2}",
+        "{:>8} {:<18} {:>8.3} {:>8.3} {:>10.3} {:>10.3} {:>13.0} {:>12} {:>10.0} {:>8.2}",
         row.entries,
         row.policy,
         row.p50_ms,

@@ -20,7 +20,76 @@
 //! `merit_sql::SqliteDatabase` on a Spider database) or PostgreSQL 15 (captured from a live
 //! server, `tests/data/postgres15_errors.jsonl`).
 //!
-//! The full rule table is [`rules`]; [`rule_table_markdown`] renders it for documentation.
+//! The rules, in order ([`rule_table_markdown`] renders this table from [`rules`]; a test
+//! keeps the two identical):
+//!
+//! | # | rule | source | pattern (primary message, lowercased) | label |
+//! |---:|---|---|---|---|
+//! | 1 | `status-timeout` | status | status is `timeout` | Execution |
+//! | 2 | `status-denotation-mismatch` | status | status is `denotation_mismatch` (executed, wrong result) | Result Mismatch |
+//! | 3 | `status-error-without-text` | status | status is `execution_error` and the text is empty | Unknown |
+//! | 4 | `sqlite-no-such-column` | SQLite | starts with `no such column:` | Schema Linking |
+//! | 5 | `sqlite-no-such-table` | SQLite | starts with `no such table:` | Schema Linking |
+//! | 6 | `sqlite-ambiguous-column` | SQLite | starts with `ambiguous column name:` | Schema Linking |
+//! | 7 | `sqlite-no-such-index` | SQLite | starts with `no such index:` | Schema Linking |
+//! | 8 | `sqlite-join-using-column` | SQLite | starts with `cannot join using column` | Schema Linking |
+//! | 9 | `sqlite-result-column-unmatched` | SQLite | contains `term does not match any column in the result set` | Schema Linking |
+//! | 10 | `pg-column-does-not-exist` | PostgreSQL | `column …` followed by `does not exist` (also the USING-clause form) | Schema Linking |
+//! | 11 | `pg-relation-does-not-exist` | PostgreSQL | `relation "…" does not exist` | Schema Linking |
+//! | 12 | `pg-missing-from-entry` | PostgreSQL | starts with `missing from-clause entry for table` | Schema Linking |
+//! | 13 | `pg-ambiguous-column` | PostgreSQL | `column reference "…" is ambiguous` | Schema Linking |
+//! | 14 | `pg-table-specified-twice` | PostgreSQL | `table name "…" specified more than once` | Schema Linking |
+//! | 15 | `pg-invalid-from-reference` | PostgreSQL | starts with `invalid reference to from-clause entry` | Schema Linking |
+//! | 16 | `sqlite-near-syntax-error` | SQLite | `near "…": syntax error` | Syntax |
+//! | 17 | `sqlite-incomplete-input` | SQLite | `incomplete input` | Syntax |
+//! | 18 | `sqlite-unrecognized-token` | SQLite | starts with `unrecognized token:` | Syntax |
+//! | 19 | `sqlite-compound-arity` | SQLite | contains `do not have the same number of result columns` | Syntax |
+//! | 20 | `sqlite-order-by-out-of-range` | SQLite | contains `order by term out of range` | Syntax |
+//! | 21 | `sqlite-no-such-function` | SQLite | starts with `no such function:` | Syntax |
+//! | 22 | `sqlite-function-arity` | SQLite | `wrong number of arguments to function F()`, F not an aggregate | Syntax |
+//! | 23 | `pg-syntax-error` | PostgreSQL | starts with `syntax error at` (`at or near "…"`, `at end of input`) | Syntax |
+//! | 24 | `pg-unterminated-or-empty-token` | PostgreSQL | starts with `unterminated quoted` or `zero-length delimited identifier` | Syntax |
+//! | 25 | `pg-set-operation-arity` | PostgreSQL | `each UNION\|INTERSECT\|EXCEPT query must have the same number of columns` | Syntax |
+//! | 26 | `pg-order-by-position` | PostgreSQL | `ORDER BY position N is not in select list` | Syntax |
+//! | 27 | `pg-distinct-order-by` | PostgreSQL | starts with `for select distinct, order by expressions must appear` | Syntax |
+//! | 28 | `pg-subquery-alias` | PostgreSQL | `subquery in FROM must have an alias` | Syntax |
+//! | 29 | `pg-limit-comma` | PostgreSQL | `LIMIT #,# syntax is not supported` | Syntax |
+//! | 30 | `pg-function-signature` | PostgreSQL | `function F(types) does not exist`, F not an aggregate | Syntax |
+//! | 31 | `merit-multiple-statements` | merit | `You can only execute one statement at a time.` | Syntax |
+//! | 32 | `merit-no-statement` | merit | `the candidate contains no SQL statement` (oracle) | Syntax |
+//! | 33 | `sqlite-misuse-of-aggregate` | SQLite | starts with `misuse of aggregate` (`: f()` and `function f()` forms) | Aggregation |
+//! | 34 | `sqlite-misuse-of-window` | SQLite | starts with `misuse of window function` | Aggregation |
+//! | 35 | `aggregate-not-allowed` | SQLite, PostgreSQL | starts with `aggregate functions are not allowed in` | Aggregation |
+//! | 36 | `sqlite-having-without-grouping` | SQLite | `HAVING clause on a non-aggregate query` or `a GROUP BY clause is required before HAVING` | Aggregation |
+//! | 37 | `sqlite-group-by-out-of-range` | SQLite | contains `group by term out of range` | Aggregation |
+//! | 38 | `sqlite-aggregate-arity` | SQLite | `wrong number of arguments to function F()`, F an aggregate | Aggregation |
+//! | 39 | `pg-must-appear-in-group-by` | PostgreSQL | contains `must appear in the group by clause or be used in an aggregate function` | Aggregation |
+//! | 40 | `pg-nested-aggregate` | PostgreSQL | `aggregate function calls cannot be nested` | Aggregation |
+//! | 41 | `pg-window-not-allowed` | PostgreSQL | starts with `window functions are not allowed in` | Aggregation |
+//! | 42 | `pg-group-by-position` | PostgreSQL | `GROUP BY position N is not in select list` | Aggregation |
+//! | 43 | `pg-aggregate-signature` | PostgreSQL | `function F(types) does not exist`, F an aggregate | Aggregation |
+//! | 44 | `sqlite-datatype-mismatch` | SQLite | `datatype mismatch` | Filter/Value |
+//! | 45 | `sqlite-row-value-misused` | SQLite | `row value misused` | Filter/Value |
+//! | 46 | `sqlite-subselect-width` | SQLite | `sub-select returns N columns - expected M` | Filter/Value |
+//! | 47 | `sqlite-escape-character` | SQLite | `ESCAPE expression must be a single character` | Filter/Value |
+//! | 48 | `sqlite-malformed-json` | SQLite | `malformed JSON` | Filter/Value |
+//! | 49 | `pg-invalid-input-syntax` | PostgreSQL | starts with `invalid input syntax for type` | Filter/Value |
+//! | 50 | `pg-operator-mismatch` | PostgreSQL | starts with `operator does not exist:` or `operator is not unique:` | Filter/Value |
+//! | 51 | `pg-argument-type` | PostgreSQL | `argument of … must be type …` | Filter/Value |
+//! | 52 | `pg-datetime-out-of-range` | PostgreSQL | starts with `date/time field value out of range` | Filter/Value |
+//! | 53 | `pg-subquery-width` | PostgreSQL | `subquery has too many columns` / `too few columns` | Filter/Value |
+//! | 54 | `pg-types-cannot-be-matched` | PostgreSQL | `UNION\|COALESCE\|CASE… types A and B cannot be matched` | Filter/Value |
+//! | 55 | `merit-timeout` | merit | starts with `query interrupted after exceeding` or `query exceeded the` (time limits) | Execution |
+//! | 56 | `pg-statement-canceled` | PostgreSQL | starts with `canceling statement due to` (statement timeout, user request) | Execution |
+//! | 57 | `merit-denied` | merit | starts with `denied:` (read-only guard) | Execution |
+//! | 58 | `pg-read-only-transaction` | PostgreSQL | `cannot execute … in a read-only transaction` | Execution |
+//! | 59 | `merit-row-cap` | merit | starts with `query returned more than` (row cap) | Execution |
+//! | 60 | `merit-cannot-open` | merit | starts with `cannot open database` | Execution |
+//! | 61 | `numeric-overflow` | SQLite, PostgreSQL | `integer overflow` (SQLite) or `… out of range` for integer types (PostgreSQL) | Execution |
+//! | 62 | `sqlite-too-big` | SQLite | `string or blob too big` | Execution |
+//! | 63 | `pg-division-by-zero` | PostgreSQL | `division by zero` | Execution |
+//! | 64 | `pg-scalar-subquery-rows` | PostgreSQL | `more than one row returned by a subquery used as an expression` | Execution |
+//! | 65 | `fallback-unknown` | any | any other non-empty text | Unknown |
 
 use crate::failure::FailureType;
 use merit_core::{Feedback, Status};
@@ -36,6 +105,8 @@ pub enum RuleSource {
     Sqlite,
     /// PostgreSQL 15's messages.
     Postgres,
+    /// Wording both engines use.
+    SqliteAndPostgres,
     /// Messages written by merit itself (`merit-sql` guards, the oracle).
     Merit,
 }
@@ -46,6 +117,7 @@ impl RuleSource {
             RuleSource::Status => "status",
             RuleSource::Sqlite => "SQLite",
             RuleSource::Postgres => "PostgreSQL",
+            RuleSource::SqliteAndPostgres => "SQLite, PostgreSQL",
             RuleSource::Merit => "merit",
         }
     }
@@ -352,8 +424,8 @@ static RULES: &[Rule] = &[
     Rule {
         id: "aggregate-not-allowed",
         failure_type: FailureType::Aggregation,
-        source: RuleSource::Sqlite,
-        pattern: "starts with `aggregate functions are not allowed in` (SQLite and PostgreSQL)",
+        source: RuleSource::SqliteAndPostgres,
+        pattern: "starts with `aggregate functions are not allowed in`",
         matcher: |m| m.starts_with("aggregate functions are not allowed in"),
     },
     Rule {
@@ -539,7 +611,7 @@ static RULES: &[Rule] = &[
     Rule {
         id: "numeric-overflow",
         failure_type: FailureType::Execution,
-        source: RuleSource::Sqlite,
+        source: RuleSource::SqliteAndPostgres,
         pattern: "`integer overflow` (SQLite) or `… out of range` for integer types (PostgreSQL)",
         matcher: |m| {
             m.starts_with("integer overflow")
@@ -732,6 +804,17 @@ mod tests {
         for rule in RULES {
             assert!(table.contains(rule.id));
         }
+    }
+
+    #[test]
+    fn the_module_documentation_shows_the_current_rule_table() {
+        let source = include_str!("classify.rs");
+        let documented: String = source
+            .lines()
+            .filter_map(|line| line.strip_prefix("//! |"))
+            .map(|rest| format!("|{rest}\n"))
+            .collect();
+        assert_eq!(documented, rule_table_markdown());
     }
 
     #[test]

@@ -95,7 +95,11 @@ pub(crate) const NO_ID: u32 = u32::MAX;
 /// One posting of the inverted index: entry `doc` holds the term `tf` times.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Posting {
+    /// Storage index of the entry.
     pub(crate) doc: u32,
+    /// Position of the entry within its (polarity, type) group.
+    pub(crate) member: u32,
+    /// Term frequency.
     pub(crate) tf: u32,
 }
 
@@ -452,6 +456,7 @@ impl Memory {
             }
         }
         let group = posting_group(entry.polarity, entry.failure_type);
+        let member = self.group_members[usize::from(group)].len() as u32;
         for (term, tf) in counts {
             let groups = &mut self.postings[term as usize];
             let at = match groups.iter().position(|g| g.group == group) {
@@ -464,7 +469,7 @@ impl Memory {
                     groups.len() - 1
                 }
             };
-            groups[at].list.push(Posting { doc, tf });
+            groups[at].list.push(Posting { doc, member, tf });
         }
         self.doc_len.push(tokens.len() as u32);
         let members = &mut self.group_members[usize::from(group)];

@@ -7,15 +7,23 @@
 //! 2. the candidate set C: the same-type subset T when the rule allows it and |T| ≥ 3,
 //!    otherwise L;
 //! 3. dense score: cosine of unit vectors (exact scan); BM25 score over C as the corpus
-//!    (N = |C|, df and the average length counted in C);
+//!    (N = |C|, df and the average length counted in C; each distinct query term counted
+//!    once, as the paper's sum over w ∈ q reads; k1 = 1.2, b = 0.75);
 //! 4. both min–max normalised within C (all-equal → 0), combined
 //!    `0.75·d̂ + 0.25·b̂` (+ the type-match bonus of the reliability-aware variant);
-//! 5. ordered by score, then dense desc, BM25 desc, type match desc, memory id asc.
+//! 5. ordered by score, then dense desc, BM25 desc, type match desc, memory id asc; only
+//!    the pool's quota is kept.
+//!
+//! Scoring is exact; speed comes from layout, not approximation. The memory keeps its
+//! postings and vectors per (polarity, failure type) group, in stream order, so a pool reads
+//! only its own groups, front to back, and stops at the first entry from position t or later.
+//! When no entry of those groups was filtered out (current query, database scope), a term's
+//! document frequency is the length of its posting prefix and needs no counting.
 
 use crate::config::{CandidateRule, DatabaseScope, PoolLayout, Ranking, RetrievalConfig};
 use crate::entry::{MemoryEntry, MemoryId, Polarity, StreamPos};
 use crate::failure::FailureType;
-use crate::memory::{normalized, posting_group, MemoryError, MemoryView, Posting, NO_ID};
+use crate::memory::{normalized, posting_group, MemoryError, MemoryView, Posting, GROUPS, NO_ID};
 use crate::text::{bm25_tokens, query_bm25_text, query_dense_text};
 use merit_core::model::{Embedder, ModelError};
 use merit_core::Status;
@@ -620,10 +628,6 @@ impl RankContext<'_, '_> {
             .map(|&i| u64::from(memory.doc_len[i as usize]))
             .sum();
         let average = total_length as f64 / n as f64;
-        let mut slot = vec![u32::MAX; memory.entries.len()];
-        for (j, &i) in candidates.iter().enumerate() {
-            slot[i as usize] = j as u32;
-        }
         // The length part of g(w, m) depends only on the document: computed once per
         // candidate, and so is the whole g for tf = 1, by far the most common count.
         let length_norm: Vec<f64> = candidates
@@ -637,18 +641,31 @@ impl RankContext<'_, '_> {
             .iter()
             .map(|norm| (params.k1 + 1.0) / (1.0 + norm))
             .collect();
-        // When no member of the searched groups below the cutoff was filtered out (current
-        // query, database scope), the candidate set is exactly those members and a term's
-        // document frequency is just the length of its posting prefixes.
-        let members_below_cutoff: usize = groups
-            .iter()
-            .map(|&g| {
-                memory.group_members[usize::from(g)].partition_point(|&i| (i as usize) < cutoff)
-            })
-            .sum();
+        // Candidates come group by group, each group's members in storage order. When no
+        // member of the searched groups below the cutoff was filtered out (current query,
+        // database scope), the candidates are exactly those members: a posting's candidate
+        // number is its group's base plus its position in the group, and a term's document
+        // frequency is the length of its posting prefixes.
+        let mut bases = [usize::MAX; GROUPS];
+        let mut members_below_cutoff = 0;
+        for &g in groups {
+            bases[usize::from(g)] = members_below_cutoff;
+            members_below_cutoff +=
+                memory.group_members[usize::from(g)].partition_point(|&i| (i as usize) < cutoff);
+        }
         let complete = members_below_cutoff == n;
+        // Otherwise a table from storage index to candidate number tells who is in.
+        let slot = if complete {
+            Vec::new()
+        } else {
+            let mut slot = vec![u32::MAX; memory.entries.len()];
+            for (j, &i) in candidates.iter().enumerate() {
+                slot[i as usize] = j as u32;
+            }
+            slot
+        };
         let mut scores = vec![0.0f64; n];
-        let mut lists: Vec<&[Posting]> = Vec::with_capacity(groups.len());
+        let mut lists: Vec<(usize, &[Posting])> = Vec::with_capacity(groups.len());
         for term in self.query_terms {
             let Some(&term_id) = memory.terms.get(term) else {
                 continue;
@@ -662,15 +679,15 @@ impl RankContext<'_, '_> {
                     .filter(|g| groups.contains(&g.group))
                     .map(|g| {
                         let end = g.list.partition_point(|p| (p.doc as usize) < cutoff);
-                        &g.list[..end]
+                        (bases[usize::from(g.group)], &g.list[..end])
                     }),
             );
             let df = if complete {
-                lists.iter().map(|list| list.len()).sum::<usize>()
+                lists.iter().map(|(_, list)| list.len()).sum::<usize>()
             } else {
                 lists
                     .iter()
-                    .flat_map(|list| list.iter())
+                    .flat_map(|(_, list)| list.iter())
                     .filter(|p| slot[p.doc as usize] != u32::MAX)
                     .count()
             };
@@ -678,19 +695,29 @@ impl RankContext<'_, '_> {
                 continue;
             }
             let idf = (1.0 + (n as f64 - df as f64 + 0.5) / (df as f64 + 0.5)).ln();
-            for posting in lists.iter().flat_map(|list| list.iter()) {
-                let j = slot[posting.doc as usize];
-                if j == u32::MAX {
-                    continue;
-                }
-                let j = j as usize;
-                let g = if posting.tf == 1 {
+            let weight = |j: usize, tf: u32| {
+                if tf == 1 {
                     g_single[j]
                 } else {
-                    let tf = f64::from(posting.tf);
+                    let tf = f64::from(tf);
                     tf * (params.k1 + 1.0) / (tf + length_norm[j])
-                };
-                scores[j] += idf * g;
+                }
+            };
+            for &(base, list) in &lists {
+                if complete {
+                    for posting in list {
+                        let j = base + posting.member as usize;
+                        scores[j] += idf * weight(j, posting.tf);
+                    }
+                } else {
+                    for posting in list {
+                        let j = slot[posting.doc as usize];
+                        if j != u32::MAX {
+                            let j = j as usize;
+                            scores[j] += idf * weight(j, posting.tf);
+                        }
+                    }
+                }
             }
         }
         (scores, average)
