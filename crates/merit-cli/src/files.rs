@@ -1,26 +1,12 @@
 //! Writing result files so that a crash never leaves a half-written one behind.
 
-use anyhow::{Context, Result};
-use std::io::Write;
+use anyhow::Result;
 use std::path::Path;
 
-/// Writes `contents` to `path` atomically: a temporary file in the same folder, flushed to
-/// disk, then renamed over the target. Readers see the old file or the new one, never a part.
+/// Writes `contents` to `path` atomically (see [`merit_lab::run::write_atomically`]):
+/// readers see the old file or the new one, never a part.
 pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
-    let folder = match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => Path::new("."),
-    };
-    let mut temporary = tempfile::NamedTempFile::new_in(folder)
-        .with_context(|| format!("cannot create a temporary file in {}", folder.display()))?;
-    temporary
-        .write_all(contents)
-        .and_then(|()| temporary.as_file().sync_all())
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    temporary
-        .persist(path)
-        .map_err(|error| error.error)
-        .with_context(|| format!("cannot move the finished file to {}", path.display()))?;
+    merit_lab::run::write_atomically(path, contents)?;
     Ok(())
 }
 
