@@ -82,7 +82,7 @@ impl RepairMemory for MeritMemory {
             error: request.error.map(str::to_string),
             failure_type: parse_failure_type(request.failure_type),
             db_id: request.question.db_id.clone(),
-            step: 0,
+            step: request.step,
         };
         let retrieval = view
             .retrieve(&query, &self.config, self.embedder.as_ref())

@@ -54,6 +54,7 @@ pub struct AskArgs {
 
 /// Runs `merit ask`.
 pub fn run(args: AskArgs) -> Result<()> {
+    reexec_with_passive_openmp();
     let path = DatabaseDir::new(&args.db_dir)
         .locate(&args.db)
         .map_err(|missing| anyhow!("{missing}"))?;
@@ -108,16 +109,59 @@ pub fn run(args: AskArgs) -> Result<()> {
     Ok(())
 }
 
+/// Restarts the process with `OMP_WAIT_POLICY=PASSIVE` unless the variable is already set.
+///
+/// llama.cpp runs its CPU threads under OpenMP, whose threads busy-wait at the many barriers
+/// of each token. When other processes hold the cores (parallel builds, other experiments),
+/// a waiting thread spins through whole time slices and generation collapses: measured on 2
+/// shared cores, 1 token/s instead of 22. With the passive policy waiting threads sleep, and
+/// the speed stays at 22 tokens/s; on an idle machine the difference is small. libgomp reads
+/// the policy once, when the program starts, so it cannot be changed from inside the process:
+/// the only way is to start again with the variable set. Call this first thing in a command,
+/// before it has done anything else. Setting `OMP_WAIT_POLICY` yourself (to any value) skips
+/// the restart.
+pub fn reexec_with_passive_openmp() {
+    if std::env::var_os("OMP_WAIT_POLICY").is_some() {
+        return;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        let Ok(executable) = std::env::current_exe() else {
+            return;
+        };
+        let error = std::process::Command::new(executable)
+            .args(std::env::args_os().skip(1))
+            .env("OMP_WAIT_POLICY", "PASSIVE")
+            .exec();
+        // `exec` only returns when it failed; carry on with the default policy.
+        tracing::debug!("could not restart with OMP_WAIT_POLICY=PASSIVE: {error}");
+    }
+}
+
 /// Finds (or fetches, with a progress bar) the named chat model and loads it.
 pub fn load_chat_model(
     name: &str,
     model_path: Option<&Path>,
     context_size: u32,
 ) -> Result<LlamaChat> {
+    load_chat_model_with_threads(name, model_path, context_size, None)
+}
+
+/// [`load_chat_model`] with an explicit number of CPU threads (`None`: every core).
+pub fn load_chat_model_with_threads(
+    name: &str,
+    model_path: Option<&Path>,
+    context_size: u32,
+    threads: Option<usize>,
+) -> Result<LlamaChat> {
     let files = pull(name, model_path)?;
-    let config = LlamaConfig::new(files.main_file())
+    let mut config = LlamaConfig::new(files.main_file())
         .with_name(files.name.clone())
         .with_context_size(context_size);
+    if let Some(threads) = threads {
+        config = config.with_threads(threads);
+    }
     let started = Instant::now();
     let chat = LlamaChat::load(config)?;
     tracing::info!(

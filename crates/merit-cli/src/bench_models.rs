@@ -11,7 +11,7 @@
 //!    replies of the first as the assistant turns, so both runs send exactly the same prompts.
 //! 3. **Embedder throughput**: sentences per second at batch 32, and the latency of one.
 
-use crate::ask_cmd::{load_chat_model, load_embedder};
+use crate::ask_cmd::{load_chat_model_with_threads, load_embedder, reexec_with_passive_openmp};
 use anyhow::{anyhow, Result};
 use clap::Args;
 use merit_agent::prompts::initial::{initial_request, schema_from_database, InitialTask};
@@ -29,9 +29,9 @@ pub struct ModelsBenchArgs {
     /// Folder with one folder per database (Spider's `database/`).
     #[arg(long)]
     db_dir: PathBuf,
-    /// Spider database whose schema makes the prompt (`dog_kennels`' initial prompt is about
-    /// 600 tokens with the default model's tokenizer).
-    #[arg(long, default_value = "dog_kennels")]
+    /// Spider database whose schema makes the prompt (`real_estate_properties`, a Spider dev
+    /// database, gives an initial prompt of about 600 tokens with the default model).
+    #[arg(long, default_value = "real_estate_properties")]
     db: String,
     /// Chat model.
     #[arg(long, default_value = merit_models::registry::DEFAULT_CHAT_MODEL)]
@@ -54,6 +54,12 @@ pub struct ModelsBenchArgs {
     /// Sentences embedded for the throughput figure.
     #[arg(long, default_value_t = 256)]
     sentences: usize,
+    /// CPU threads of the chat model (default: every core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Skip the 7-step episode.
+    #[arg(long)]
+    no_episode: bool,
     /// Skip the chat model.
     #[arg(long)]
     no_chat: bool,
@@ -64,9 +70,15 @@ pub struct ModelsBenchArgs {
 
 /// Runs `merit bench models`.
 pub fn run(args: ModelsBenchArgs) -> Result<()> {
+    reexec_with_passive_openmp();
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| text.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "unknown".to_string());
     println!(
-        "machine: {} cores available",
-        std::thread::available_parallelism().map_or(1, |n| n.get())
+        "machine: {} cores available, load average {load} at start, OMP_WAIT_POLICY={}",
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        std::env::var("OMP_WAIT_POLICY").unwrap_or_else(|_| "(unset)".to_string())
     );
     if !args.no_chat {
         bench_chat(&args)?;
@@ -87,15 +99,16 @@ fn bench_chat(args: &ModelsBenchArgs) -> Result<()> {
         benchmark: Benchmark::Spider,
         dialect: Dialect::Sqlite,
         schema: &schema,
-        question: "Which owners have more than one dog, and how many dogs does each of them \
-                   own? Show the owner's first and last name.",
+        question: "Which properties have more than one feature listed, and how many features \
+                   does each of them have? Show the property name.",
         evidence: None,
     };
     let started = Instant::now();
-    let chat = load_chat_model(
+    let chat = load_chat_model_with_threads(
         &args.model,
         args.model_path.as_deref(),
         DEFAULT_CONTEXT_SIZE,
+        args.threads,
     )?;
     println!(
         "chat model: {} (loaded in {:.1} s, {} parameters, context {})",
@@ -140,6 +153,10 @@ fn bench_chat(args: &ModelsBenchArgs) -> Result<()> {
         prompt_rate / generation_rate.max(f64::MIN_POSITIVE)
     );
 
+    if args.no_episode {
+        return Ok(());
+    }
+
     // 2. The repair-like episode, with and without prefix reuse.
     let step_decoding = Decoding {
         max_tokens: args.step_tokens,
@@ -183,16 +200,16 @@ struct EpisodeRun {
 const FEEDBACK: [&str; 6] = [
     "The query ran but its result does not match the expected answer (denotation mismatch). \
      Check the join keys and the grouping, then write a corrected query in a ```sql block.",
-    "The database reported an error: no such column: T2.owner_name. Use only columns that \
+    "The database reported an error: no such column: T2.feature_count. Use only columns that \
      exist in the schema above and write a corrected query in a ```sql block.",
     "The query ran but returned too many rows compared with the expected answer. Check the \
      filter in the HAVING clause and write a corrected query in a ```sql block.",
-    "The query ran but the counts differ from the expected answer. Count the dogs per owner \
-     through the Dogs table and write a corrected query in a ```sql block.",
-    "The database reported an error: ambiguous column name: owner_id. Qualify every column \
-     with its table alias and write a corrected query in a ```sql block.",
-    "The result still does not match. Return the owner's first name, last name and the \
-     number of dogs, and write a corrected query in a ```sql block.",
+    "The query ran but the counts differ from the expected answer. Count the features per \
+     property through the linking table and write a corrected query in a ```sql block.",
+    "The database reported an error: ambiguous column name: property_id. Qualify every \
+     column with its table alias and write a corrected query in a ```sql block.",
+    "The result still does not match. Return the property name and the number of features, \
+     and write a corrected query in a ```sql block.",
 ];
 
 /// Seven calls: the initial prompt, then six feedback rounds on the growing conversation.

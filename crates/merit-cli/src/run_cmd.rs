@@ -297,6 +297,9 @@ fn initial_predictions(
 
 /// Runs (or resumes) an experiment and writes its report; returns the run directory.
 pub fn run(args: RunArgs) -> Result<PathBuf> {
+    if args.llm_url.is_none() {
+        crate::ask_cmd::reexec_with_passive_openmp();
+    }
     let dir = match (&args.out, &args.resume) {
         (_, Some(dir)) => {
             if !dir.join("manifest.json").is_file() {

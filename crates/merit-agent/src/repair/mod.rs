@@ -117,6 +117,9 @@ pub struct RetrievalRequest<'a> {
     pub error: Option<&'a str>,
     /// Its predicted failure type.
     pub failure_type: &'a str,
+    /// The repair step k this retrieval feeds (1 for the first revision). Ablations that
+    /// draw precedents at random seed their draw with it, so each step sees a fresh draw.
+    pub step: u32,
 }
 
 /// A finished episode handed to the memory.
@@ -283,6 +286,7 @@ pub fn run_episode(
                 status: views[current].status,
                 error: views[current].error.as_deref(),
                 failure_type: &failure_type,
+                step,
             })
             .map_err(memory_error)?;
         let mut prompt_tokens = 0u64;

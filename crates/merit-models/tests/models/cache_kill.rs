@@ -82,7 +82,7 @@ fn kill_round(dir: &Path, names: &[String]) -> Vec<usize> {
         .map(|name| {
             let mut child = Command::new(&exe)
                 .args([
-                    "kill_child_writer",
+                    "cache_kill::kill_child_writer",
                     "--exact",
                     "--nocapture",
                     "--test-threads=1",

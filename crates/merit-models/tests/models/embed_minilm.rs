@@ -48,7 +48,7 @@ struct Reference {
 }
 
 fn references() -> Vec<Reference> {
-    let text = include_str!("fixtures/minilm_reference.json");
+    let text = include_str!("../fixtures/minilm_reference.json");
     let doc: serde_json::Value = serde_json::from_str(text).expect("fixture is JSON");
     doc["sentences"]
         .as_array()

@@ -1,0 +1,7 @@
+//! The end-to-end tests of the `merit` binary, as one test binary (each separate test file
+//! would be another long link of llama.cpp and candle, and a few hundred megabytes in CI).
+
+mod ask_concert_singer;
+mod cli_eval;
+mod cli_report;
+mod run_real_model;

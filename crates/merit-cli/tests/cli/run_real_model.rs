@@ -1,0 +1,147 @@
+//! `merit run` for real: the embedded chat model and embedder repair a few questions of the
+//! shipped Spider-format sample, Iterative and MERIT, and `merit report` summarises them. A
+//! second run of the same command is served from the reply cache and must write identical
+//! episode logs, memory files and report.
+//!
+//! Needs the default chat model and embedder (the user paths in `MERIT_MODEL_PATH_*`, or the
+//! local cache). Without them the test is skipped with a loud message, unless
+//! `MERIT_REQUIRE_MODELS=1`, where they are fetched (or the test fails).
+
+use merit_models::registry::{ensure_model, PullOptions, DEFAULT_CHAT_MODEL, DEFAULT_EMBEDDER};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn sample() -> PathBuf {
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../demo/spider-sample"
+    ))
+}
+
+/// The model files, or `None` (after a loud message) when they are absent and not required.
+fn models() -> Option<(PathBuf, PathBuf)> {
+    let required = std::env::var("MERIT_REQUIRE_MODELS").is_ok_and(|value| value == "1");
+    let options = PullOptions {
+        offline: !required,
+        ..PullOptions::default()
+    };
+    let mut files = Vec::new();
+    for name in [DEFAULT_CHAT_MODEL, DEFAULT_EMBEDDER] {
+        match ensure_model(name, &options, &mut |_| {}) {
+            Ok(pulled) => files.push(pulled.main_file().to_path_buf()),
+            Err(error) if required => panic!("MERIT_REQUIRE_MODELS=1 but {name}: {error}"),
+            Err(error) => {
+                eprintln!(
+                    "\n=== SKIPPED: the real-model `merit run` test needs {name}: {error}\n\
+                     === Run `merit models pull`; MERIT_REQUIRE_MODELS=1 makes this a failure.\n"
+                );
+                return None;
+            }
+        }
+    }
+    Some((files[0].clone(), files[1].clone()))
+}
+
+fn merit_run(out: &Path, cache: &Path, chat_model: &Path) {
+    let sample = sample();
+    let output = Command::new(env!("CARGO_BIN_EXE_merit"))
+        .arg("run")
+        .args(["--dataset", "spider", "--data"])
+        .arg(&sample)
+        .arg("--db-dir")
+        .arg(sample.join("database"))
+        .args(["--methods", "iterative,merit", "--seeds", "0", "--k", "2"])
+        .args(["--limit", "4", "--max-tokens", "160", "--model-path"])
+        .arg(chat_model)
+        .arg("--cache")
+        .arg(cache)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .expect("merit runs");
+    assert!(
+        output.status.success(),
+        "merit run failed\nstdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+fn merit_report(run: &Path) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_merit"))
+        .arg("report")
+        .arg(run)
+        .output()
+        .expect("merit report runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("UTF-8 report")
+}
+
+/// Every file under `root`, by relative path, with its bytes (the manifest aside: it records
+/// the wall-clock start).
+fn tree(root: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                let relative = path.strip_prefix(root).unwrap().display().to_string();
+                if relative != "manifest.json" {
+                    files.push((relative, std::fs::read(&path).unwrap()));
+                }
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+#[test]
+fn real_model_run_repairs_and_replays_identically_from_the_cache() {
+    let Some((chat_model, _embedder)) = models() else {
+        return;
+    };
+    let scratch = tempfile::tempdir().unwrap();
+    let cache = scratch.path().join("replies");
+    let first = scratch.path().join("first");
+    let second = scratch.path().join("second");
+    merit_run(&first, &cache, &chat_model);
+
+    for method in ["iterative", "merit"] {
+        let log = std::fs::read_to_string(first.join(format!("episodes/{method}-seed0.jsonl")))
+            .unwrap_or_else(|e| panic!("episode log of {method}: {e}"));
+        let episodes: Vec<serde_json::Value> = log
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("an episode per line"))
+            .collect();
+        assert_eq!(episodes.len(), 4, "{method}: {log}");
+        for episode in &episodes {
+            let attempts = episode["attempts"].as_array().expect("attempts");
+            // The initial attempt plus at most K = 2 revisions, each one a real model call.
+            assert!((1..=3).contains(&attempts.len()), "{episode}");
+            for revision in &attempts[1..] {
+                assert!(
+                    revision["completion_tokens"].as_u64().unwrap() > 0,
+                    "{episode}"
+                );
+            }
+        }
+    }
+
+    // Served from the cache: no model call differs, so neither does anything written.
+    merit_run(&second, &cache, &chat_model);
+    assert_eq!(tree(&first), tree(&second));
+    let report = merit_report(&first);
+    assert!(
+        report.contains("iterative") && report.contains("merit"),
+        "{report}"
+    );
+    assert_eq!(report, merit_report(&second));
+}
