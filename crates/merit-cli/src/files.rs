@@ -11,6 +11,28 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
 }
 
 /// A progress bar on stderr, drawn only when stderr is a terminal.
+/// Prints the bar's state as a plain line every `every` steps (and at the end) when standard
+/// error is not a terminal. indicatif draws nothing there, and a long background run whose
+/// log stays silent for an hour cannot be told apart from a stuck one.
+pub fn log_progress_when_not_a_terminal(bar: &indicatif::ProgressBar, every: u64) {
+    use std::io::IsTerminal;
+    if std::io::stderr().is_terminal() {
+        return;
+    }
+    let position = bar.position();
+    let length = bar.length().unwrap_or(0);
+    if position % every.max(1) == 0 || position == length {
+        let elapsed = bar.elapsed().as_secs();
+        eprintln!(
+            "{} {position}/{length} [{:02}:{:02}:{:02}]",
+            bar.message(),
+            elapsed / 3600,
+            elapsed / 60 % 60,
+            elapsed % 60
+        );
+    }
+}
+
 pub fn progress_bar(length: usize, message: &'static str) -> indicatif::ProgressBar {
     let bar = indicatif::ProgressBar::new(length as u64);
     bar.set_style(

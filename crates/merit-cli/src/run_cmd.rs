@@ -290,6 +290,7 @@ fn initial_predictions(
         appender.append(&record)?;
         known.insert(question.id.clone(), sql);
         bar.inc(1);
+        crate::files::log_progress_when_not_a_terminal(&bar, 25);
     }
     bar.finish_and_clear();
     Ok(known)
@@ -435,6 +436,7 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
             bar.inc(1);
             let done = bar.position().max(1) as f64;
             bar.set_message(format!("{label} acc {:.1}%", *hits as f64 / done * 100.0));
+            crate::files::log_progress_when_not_a_terminal(bar, 10);
         }
     };
     let deps = EpisodeDeps {
