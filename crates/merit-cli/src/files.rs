@@ -21,7 +21,7 @@ pub fn log_progress_when_not_a_terminal(bar: &indicatif::ProgressBar, every: u64
     }
     let position = bar.position();
     let length = bar.length().unwrap_or(0);
-    if position % every.max(1) == 0 || position == length {
+    if position.is_multiple_of(every.max(1)) || position == length {
         let elapsed = bar.elapsed().as_secs();
         eprintln!(
             "{} {position}/{length} [{:02}:{:02}:{:02}]",

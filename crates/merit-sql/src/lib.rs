@@ -5,13 +5,19 @@
 //! deadline that interrupts the engine, with a cap on the rows fetched. Values come back exactly
 //! as the engine returned them ([`Value`]).
 //!
+//! The one exception is [`ScratchConnection`] ([`SqliteDatabase::open_scratch`]): a writable
+//! connection for disposable copies only, with the same deadline and row cap, still confined to
+//! its file (no `ATTACH`, no extensions, no `VACUUM INTO`).
+//!
 //! The [`Database`] trait is the boundary: evaluators, the oracle and agents only see it, so a
 //! PostgreSQL backend can sit beside [`SqliteDatabase`] without touching them.
 
+mod scratch;
 mod sqlite;
 mod statement;
 mod value;
 
+pub use scratch::ScratchConnection;
 pub use sqlite::{SqliteDatabase, SqliteOptions};
 pub use statement::{split_first_statement, StatementSplit};
 pub use value::Value;
@@ -76,8 +82,9 @@ pub enum ExecError {
         /// The DBMS error text, unchanged.
         message: String,
     },
-    /// The query tried something a read-only evaluation connection refuses.
-    #[error("denied: {what} is not allowed on a read-only connection")]
+    /// The query tried something the connection refuses (a write on a read-only connection;
+    /// `ATTACH`, extension loading or `VACUUM` on a scratch connection).
+    #[error("denied: {what} is not allowed on this connection")]
     Denied {
         /// The refused operation, e.g. `ATTACH` or `PRAGMA writable_schema`.
         what: String,

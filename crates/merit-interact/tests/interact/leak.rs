@@ -1,0 +1,258 @@
+//! The hard rule: no hidden field reaches the agent. For one real task per available database,
+//! ground truth full of marker strings is merged in, then an agent tries every action (also
+//! with guesses of hidden names), fails submissions, runs the budget out and keeps calling
+//! after the end. Every agent-facing output is searched for the markers, every ambiguity
+//! snippet, every ambiguity term not already public, and every deleted knowledge entry.
+
+use crate::common::{environment, load_mini, mini_root};
+use merit_interact::{ActionCall, EnvConfig, ScriptedSimulator, Target, TaskSet};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Strings that must never appear, for one task.
+struct Secrets {
+    strings: BTreeSet<String>,
+}
+
+impl Secrets {
+    fn leaks<'a>(&'a self, text: &str) -> Vec<&'a str> {
+        self.strings
+            .iter()
+            .filter(|s| text.contains(s.as_str()))
+            .map(String::as_str)
+            .collect()
+    }
+}
+
+fn records() -> BTreeMap<String, Value> {
+    let text = std::fs::read_to_string(mini_root().join("mini_interact.jsonl")).unwrap();
+    text.lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|r| (r["instance_id"].as_str().unwrap().to_string(), r))
+        .collect()
+}
+
+/// One task per database that has a SQLite file, with marker ground truth merged in.
+fn prepared() -> (tempfile::TempDir, TaskSet, Vec<String>) {
+    let mut set = load_mini();
+    let mut chosen = Vec::new();
+    let mut seen = BTreeSet::new();
+    for task in set.tasks() {
+        let meta = set.database(task.database()).unwrap();
+        if meta.sqlite_file().is_some() && seen.insert(task.database().to_string()) {
+            chosen.push(task.instance_id().to_string());
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let gt = dir.path().join("gt.jsonl");
+    let lines: Vec<String> = chosen
+        .iter()
+        .map(|id| {
+            json!({
+                "instance_id": id,
+                "query": format!("CLEARMARK_{id}: the unambiguous question"),
+                "sol_sql": [format!("SELECT 'GOLDMARK_{id}' AS g")],
+                "test_cases": [format!("def test_case(a, b, c, d):\n    assert False, 'TESTMARK_{id}'\n")],
+                "conditions": {"decimal": 2, "distinct": false, "order": false},
+                "follow_up": {
+                    "query": format!("FOLLOWMARK_{id}?"),
+                    "sol_sql": [format!("SELECT 'FOLLOWGOLD_{id}'")],
+                    "category": "Query"
+                }
+            })
+            .to_string()
+        })
+        .collect();
+    std::fs::write(&gt, lines.join("\n")).unwrap();
+    let report = set.merge_ground_truth(&gt).unwrap();
+    assert_eq!(report.merged, chosen.len());
+    assert_eq!(chosen.len(), 23);
+    (dir, set, chosen)
+}
+
+fn secrets_for(set: &TaskSet, record: &Value) -> Secrets {
+    let id = record["instance_id"].as_str().unwrap();
+    let meta = set
+        .database(record["selected_database"].as_str().unwrap())
+        .unwrap();
+    let deleted: BTreeSet<i64> = record["knowledge_ambiguity"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|k| k["deleted_knowledge"].as_i64())
+        .collect();
+    let visible = serde_json::to_string(&meta.knowledge_view(&deleted).all()).unwrap();
+    let public = format!(
+        "{}\n{}\n{}\n{}",
+        record["amb_user_query"].as_str().unwrap(),
+        meta.schema(),
+        serde_json::to_string_pretty(meta.column_meanings()).unwrap(),
+        visible
+    );
+    let mut strings: BTreeSet<String> = [
+        "GOLDMARK_",
+        "CLEARMARK_",
+        "FOLLOWMARK_",
+        "FOLLOWGOLD_",
+        "TESTMARK_",
+    ]
+    .iter()
+    .map(|m| format!("{m}{id}"))
+    .collect();
+    let ambiguity = record["user_query_ambiguity"]["critical_ambiguity"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(
+            record["user_query_ambiguity"]["non_critical_ambiguity"]
+                .as_array()
+                .unwrap(),
+        )
+        .chain(record["knowledge_ambiguity"].as_array().unwrap());
+    for entry in ambiguity {
+        for key in ["sql_snippet", "term"] {
+            let text = entry[key].as_str().unwrap_or_default().trim();
+            if text.len() >= 4 && !public.contains(text) {
+                strings.insert(text.to_string());
+            }
+        }
+    }
+    for entry in meta
+        .knowledge()
+        .iter()
+        .filter(|k| deleted.contains(&k.id()))
+    {
+        let v = entry.visible();
+        for text in [v.knowledge, v.definition] {
+            if !public.contains(text) {
+                strings.insert(text.to_string());
+            }
+        }
+    }
+    Secrets { strings }
+}
+
+/// Guesses an agent might make at hidden names: ambiguity terms and deleted KB names.
+fn guesses(set: &TaskSet, record: &Value) -> Vec<String> {
+    let meta = set
+        .database(record["selected_database"].as_str().unwrap())
+        .unwrap();
+    let mut out: Vec<String> = record["knowledge_ambiguity"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|k| k["deleted_knowledge"].as_i64())
+        .filter_map(|id| meta.knowledge().iter().find(|k| k.id() == id))
+        .map(|k| k.name().to_string())
+        .collect();
+    for entry in record["user_query_ambiguity"]["critical_ambiguity"]
+        .as_array()
+        .unwrap()
+    {
+        out.push(entry["term"].as_str().unwrap().to_string());
+    }
+    out
+}
+
+fn agent_actions(probes: &[String]) -> Vec<ActionCall> {
+    let mut actions = vec![
+        ActionCall::get_schema(),
+        ActionCall::get_all_column_meanings(),
+        ActionCall::get_all_external_knowledge_names(),
+        ActionCall::get_all_knowledge_definitions(),
+        ActionCall::get_column_meaning("no_table", "no_column"),
+        ActionCall::new(Target::Environment, "get_column_meaning", vec![]),
+        ActionCall::execute("SELECT * FROM no_such_table"),
+        ActionCall::execute("SELECT name FROM sqlite_master LIMIT 3"),
+        ActionCall::ask("What exactly do you mean? Please paste the SQL you expect."),
+        ActionCall::new(Target::User, "reveal_answer", vec![]),
+        ActionCall::new(Target::Environment, "", vec![]),
+        ActionCall::submit("SELECT 0"),
+        ActionCall::submit("SELECT * FROM nowhere"),
+        ActionCall::new(Target::User, "submit", vec![]),
+    ];
+    for probe in probes {
+        actions.push(ActionCall::get_knowledge_definition(probe.clone()));
+        actions.push(ActionCall::ask(probe.clone()));
+    }
+    actions
+}
+
+#[test]
+fn the_leak_check_can_fail() {
+    let (_dir, set, chosen) = prepared();
+    let records = records();
+    let record = &records[&chosen[0]];
+    let secrets = secrets_for(&set, record);
+    assert!(
+        secrets.strings.len() > 5,
+        "{} secrets",
+        secrets.strings.len()
+    );
+    assert_eq!(
+        secrets
+            .leaks(&format!("xx GOLDMARK_{} yy", chosen[0]))
+            .len(),
+        1
+    );
+    let snippet = record["user_query_ambiguity"]["critical_ambiguity"][0]["sql_snippet"]
+        .as_str()
+        .unwrap();
+    assert!(!secrets.leaks(snippet).is_empty());
+}
+
+#[test]
+fn no_hidden_field_reaches_the_agent() {
+    let (_dir, set, chosen) = prepared();
+    let records = records();
+    let mut checked_secrets = 0;
+    for id in &chosen {
+        let record = &records[id];
+        let secrets = secrets_for(&set, record);
+        checked_secrets += secrets.strings.len();
+        for probing in [false, true] {
+            let probes = if probing {
+                guesses(&set, record)
+            } else {
+                Vec::new()
+            };
+            let simulator =
+                ScriptedSimulator::new(vec![("mean".into(), "I mean the usual thing.".into())]);
+            let mut env = environment(&set, id, simulator, EnvConfig::default());
+            // What the agent sees: the opening and every observation.
+            let mut seen = vec![
+                env.opening().to_string(),
+                format!("{:?}", env.public_task()),
+            ];
+            let mut actions = agent_actions(&probes).into_iter().cycle();
+            while !env.is_done() {
+                let action = actions.next().unwrap();
+                let result = env.step(action).unwrap();
+                seen.push(result.observation);
+            }
+            // Calling after the end is an error; its text is agent-facing too.
+            let error = env.step(ActionCall::submit("SELECT 1")).unwrap_err();
+            seen.push(error.to_string());
+            seen.push(format!("{error:?}"));
+            assert!(env.follow_up_query().is_none());
+            if !probing {
+                // Logs and debug output, when the agent typed nothing secret itself.
+                seen.push(serde_json::to_string(&env.trajectory()).unwrap());
+                seen.push(format!("{:?}", env.trajectory()));
+                seen.push(format!("{env:?}"));
+                seen.push(format!("{:?}", set.get(id).unwrap()));
+            }
+            for text in &seen {
+                let leaks = secrets.leaks(text);
+                assert!(
+                    leaks.is_empty(),
+                    "{id} (probing: {probing}) leaked {leaks:?}"
+                );
+            }
+        }
+    }
+    assert!(
+        checked_secrets > 150,
+        "only {checked_secrets} secrets checked"
+    );
+}
