@@ -18,6 +18,8 @@ pub enum BenchCommand {
     Memory(crate::bench_memory::MemoryBenchArgs),
     /// The embedded chat model and embedder: tokens/s, prefix reuse, sentences/s.
     Models(crate::bench_models::ModelsBenchArgs),
+    /// Harness overhead per repair step: a finished run replayed from the reply cache.
+    Repair(Box<crate::bench_repair::RepairBenchArgs>),
 }
 
 /// Arguments of `merit bench eval`.
@@ -42,6 +44,7 @@ pub fn run(command: BenchCommand) -> Result<()> {
         BenchCommand::Eval(args) => bench_eval(args),
         BenchCommand::Memory(args) => crate::bench_memory::run(args),
         BenchCommand::Models(args) => crate::bench_models::run(args),
+        BenchCommand::Repair(args) => crate::bench_repair::run(*args),
     }
 }
 

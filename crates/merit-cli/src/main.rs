@@ -4,6 +4,7 @@ mod ask_cmd;
 mod bench;
 mod bench_memory;
 mod bench_models;
+mod bench_repair;
 mod classify_cmd;
 mod eval;
 mod files;

@@ -127,7 +127,7 @@ struct InitialPrediction {
     completion_tokens: u32,
 }
 
-fn merit_home() -> PathBuf {
+pub(crate) fn merit_home() -> PathBuf {
     if let Some(home) = std::env::var_os("MERIT_HOME") {
         return PathBuf::from(home);
     }
@@ -144,7 +144,9 @@ fn spread(available: usize, count: Option<usize>) -> Vec<usize> {
     }
 }
 
-fn load_questions(args: &RunArgs) -> Result<(Benchmark, Vec<Question>, HashMap<String, String>)> {
+pub(crate) fn load_questions(
+    args: &RunArgs,
+) -> Result<(Benchmark, Vec<Question>, HashMap<String, String>)> {
     let (benchmark, questions, tables) = match args.dataset {
         DatasetArg::Spider => (
             Benchmark::Spider,
@@ -298,7 +300,16 @@ fn initial_predictions(
 
 /// Runs (or resumes) an experiment and writes its report; returns the run directory.
 pub fn run(args: RunArgs) -> Result<PathBuf> {
-    if args.llm_url.is_none() {
+    run_with_models(args, None)
+}
+
+/// The chat model and embedder a run uses, already wrapped in the reply cache.
+pub type RunModels = (Arc<dyn ChatModel>, Arc<dyn Embedder>);
+
+/// [`run`] with the models supplied by the caller (`None`: built from the arguments). The
+/// replay benchmark passes cache-only models here, so that it times the harness alone.
+pub fn run_with_models(args: RunArgs, models: Option<RunModels>) -> Result<PathBuf> {
+    if args.llm_url.is_none() && models.is_none() {
         crate::ask_cmd::reexec_with_passive_openmp();
     }
     let dir = match (&args.out, &args.resume) {
@@ -363,7 +374,10 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
         )
         .context("cannot open the reply cache")?,
     );
-    let (chat, embedder) = build_models(&args, store)?;
+    let (chat, embedder) = match models {
+        Some(models) => models,
+        None => build_models(&args, store)?,
+    };
     let manifest = Manifest {
         dataset: format!("{benchmark}"),
         questions: chosen.iter().map(|(q, _)| q.id.clone()).collect(),

@@ -122,6 +122,11 @@ pub struct TrajectoryStep {
     pub cost: f64,
     /// Budget left afterwards, in coins.
     pub budget_left: f64,
+    /// The agent's state when it chose the action: its reasoning text for this turn (the
+    /// model reply without the action), when the caller passed one. Agent-written, so it holds
+    /// nothing hidden unless the agent typed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thought: Option<String>,
 }
 
 /// An episode as it may be stored and retrieved: public task, observations, outcome. Nothing in
@@ -304,12 +309,31 @@ impl<B: InteractBackend, S: UserSimulator> Environment<B, S> {
         &self.backend
     }
 
+    /// The user simulator (e.g. to read its usage after the episode).
+    pub fn simulator(&self) -> &S {
+        &self.simulator
+    }
+
+    /// The configuration of this episode.
+    pub fn config(&self) -> &EnvConfig {
+        &self.config
+    }
+
     /// Carries out one agent action.
     ///
     /// The cost is charged before the action runs. With the budget used up, only a submit is
     /// accepted; anything else ends the task unsolved without a charge. Errors are
     /// infrastructure failures (and calling after the end); agent mistakes are observations.
     pub fn step(&mut self, call: ActionCall) -> Result<StepResult, InteractError> {
+        self.step_with_thought(call, None)
+    }
+
+    /// [`Environment::step`], recording the agent's reasoning for this turn in the trajectory.
+    pub fn step_with_thought(
+        &mut self,
+        call: ActionCall,
+        thought: Option<String>,
+    ) -> Result<StepResult, InteractError> {
         if self.is_done() {
             return Err(InteractError::EpisodeOver {
                 instance_id: self.task.instance_id().to_string(),
@@ -329,7 +353,7 @@ impl<B: InteractBackend, S: UserSimulator> Environment<B, S> {
                 "The budget was used up and the next action had to be a submit. The task ends here.\n{}",
                 self.final_note()
             );
-            return Ok(self.record(call, phase, Coins(0), text));
+            return Ok(self.record(call, phase, Coins(0), text, thought));
         }
         let cost = action_cost(&call.name);
         self.budget.charge(cost);
@@ -347,10 +371,17 @@ impl<B: InteractBackend, S: UserSimulator> Environment<B, S> {
             text.push('\n');
             text.push_str(&self.final_note());
         }
-        Ok(self.record(call, phase, cost, text))
+        Ok(self.record(call, phase, cost, text, thought))
     }
 
-    fn record(&mut self, call: ActionCall, phase: Phase, cost: Coins, text: String) -> StepResult {
+    fn record(
+        &mut self,
+        call: ActionCall,
+        phase: Phase,
+        cost: Coins,
+        text: String,
+        thought: Option<String>,
+    ) -> StepResult {
         self.steps.push(TrajectoryStep {
             turn: self.turns,
             phase,
@@ -358,6 +389,7 @@ impl<B: InteractBackend, S: UserSimulator> Environment<B, S> {
             observation: text.clone(),
             cost: cost.as_f64(),
             budget_left: self.budget.remaining().as_f64(),
+            thought,
         });
         StepResult {
             observation: text,

@@ -16,13 +16,18 @@
 //! * [`judge`]: text transforms, Python-exact value normalisation, the default test, and the
 //!   Management path through the Python [`harness`].
 //! * [`simulator`]: the [`UserSimulator`] trait and a scripted implementation for tests.
-//! * [`env`]: the [`Environment`] that ties them together and records a [`Trajectory`].
+//! * [`env`](mod@env): the [`Environment`] that ties them together and records a [`Trajectory`].
+//! * [`simulator::model`]: the model-driven two-step user simulator with its gold-SQL filter.
+//! * [`agent`]: the ReAct agent ([`ReactAgent`]) and its action reader ([`agent::parse`]).
+//! * [`runlog`]: the append-only episode log and the resumable driver [`run_tasks`].
+//! * [`prompts`]: the prompt templates (`merit-interact-prompts-v1`).
 //!
 //! Data attribution: BIRD-Interact (bird-bench), data CC BY-SA 4.0.
 
 #![warn(missing_docs)]
 
 pub mod action;
+pub mod agent;
 pub mod backend;
 pub mod budget;
 pub mod env;
@@ -32,10 +37,13 @@ mod json;
 pub mod judge;
 pub mod meta;
 pub mod pg;
+pub mod prompts;
+pub mod runlog;
 pub mod simulator;
 pub mod task;
 
 pub use action::{ActionCall, Target};
+pub use agent::{AgentConfig, AgentError, AgentStop, EpisodeResult, ReactAgent};
 pub use backend::{InteractBackend, PythonTarget, Rows, SqliteBackend, StatementFailure};
 pub use budget::{Budget, Coins, DEFAULT_PATIENCE};
 pub use env::{
@@ -47,8 +55,13 @@ pub use harness::{PythonHarness, TestRun};
 pub use judge::{Cell, FailReason, Verdict};
 pub use meta::{DatabaseMeta, KnowledgeEntry, KnowledgeView, VisibleKnowledge};
 pub use pg::{PostgresBackend, PostgresServer};
+pub use runlog::{
+    read_log, run_tasks, EpisodeLog, EpisodeRecord, LogError, RunError, RunSpec, RunSummary,
+};
+pub use simulator::model::{ModelSimulator, ModelSimulatorConfig};
 pub use simulator::{
-    Phase, ScriptedSimulator, SimulatorContext, SimulatorError, UserSimulator, OUT_OF_SCOPE_REPLY,
+    Phase, ScriptedSimulator, SimulatorContext, SimulatorError, SimulatorUsage, UserSimulator,
+    OUT_OF_SCOPE_REPLY,
 };
 pub use task::{
     Ambiguity, AmbiguityMap, Category, HiddenTask, MergeReport, PublicTask, Task, TaskSet,

@@ -4,10 +4,13 @@
 //! environment hands it exactly that through a [`SimulatorContext`], which only the environment
 //! can build. It is stateless: each `ask` gets the question and the context, no dialogue history
 //! and nothing of the agent's database work. Whatever it returns is shown to the agent verbatim,
-//! so keeping gold SQL out of replies is the simulator's policy (the model-driven simulator is
-//! later work; [`ScriptedSimulator`] is for tests).
+//! so keeping gold SQL out of replies is the simulator's policy: [`model::ModelSimulator`] is
+//! the model-driven two-step simulator with a post-filter; [`ScriptedSimulator`] is for tests.
+
+pub mod model;
 
 use crate::task::{AmbiguityMap, PublicTask, Task};
+use serde::{Deserialize, Serialize};
 
 /// Which phase a question is asked in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -89,6 +92,32 @@ impl<'a> SimulatorContext<'a> {
 #[error("{0}")]
 pub struct SimulatorError(pub String);
 
+/// What a simulator spent and decided over an episode. Counts only: nothing here says *which*
+/// ambiguity was asked about, so it may be logged beside a trajectory.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SimulatorUsage {
+    /// `ask` actions answered.
+    pub asks: u64,
+    /// Model calls made.
+    pub calls: u64,
+    /// Of those, answered from the reply cache.
+    pub cached_calls: u64,
+    /// Prompt tokens over all calls.
+    pub prompt_tokens: u64,
+    /// Generated tokens over all calls.
+    pub completion_tokens: u64,
+    /// Questions mapped to a labelled ambiguity.
+    pub labeled: u64,
+    /// Questions mapped to a gold segment outside the map.
+    pub unlabeled: u64,
+    /// Questions judged out of scope.
+    pub unanswerable: u64,
+    /// Step-1 replies that could not be read (refused).
+    pub malformed: u64,
+    /// Step-2 replies refused by the post-filter (gold SQL or hidden question copied).
+    pub filtered: u64,
+}
+
 /// Answers the agent's `ask` actions.
 pub trait UserSimulator {
     /// One reply to one question.
@@ -97,6 +126,12 @@ pub trait UserSimulator {
         question: &str,
         context: &SimulatorContext<'_>,
     ) -> Result<String, SimulatorError>;
+
+    /// What the simulator spent so far (for the run log). Simulators without a model report
+    /// zeros.
+    fn usage(&self) -> SimulatorUsage {
+        SimulatorUsage::default()
+    }
 }
 
 /// The refusal the simulator gives to questions it must not answer.
@@ -140,6 +175,13 @@ impl UserSimulator for ScriptedSimulator {
                 |(_, reply)| reply.clone(),
             ))
     }
+
+    fn usage(&self) -> SimulatorUsage {
+        SimulatorUsage {
+            asks: self.asked.len() as u64,
+            ..SimulatorUsage::default()
+        }
+    }
 }
 
 impl<S: UserSimulator + ?Sized> UserSimulator for &mut S {
@@ -149,5 +191,9 @@ impl<S: UserSimulator + ?Sized> UserSimulator for &mut S {
         context: &SimulatorContext<'_>,
     ) -> Result<String, SimulatorError> {
         (**self).reply(question, context)
+    }
+
+    fn usage(&self) -> SimulatorUsage {
+        (**self).usage()
     }
 }

@@ -1,5 +1,6 @@
 //! Shared helpers: where the real data is, custom tasks on real databases, environments.
 
+use merit_core::model::{ChatModel, ChatReply, ChatRequest, ModelError};
 use merit_interact::{
     sqlite_backend, EnvConfig, Environment, ScriptedSimulator, SqliteBackend, TaskSet,
     UserSimulator,
@@ -62,4 +63,106 @@ pub fn python_available() -> bool {
         eprintln!("SKIPPED: python3 is not available; Management-task tests did not run");
     }
     ok
+}
+
+/// How a [`ScriptedModel`] answers the `index`-th request.
+type Respond = dyn Fn(&ChatRequest, usize) -> Result<String, ModelError> + Send + Sync;
+
+/// A chat model for tests: a function of the request gives each reply; every request is kept.
+pub struct ScriptedModel {
+    id: String,
+    respond: Box<Respond>,
+    /// Every request received, in order.
+    pub requests: std::sync::Mutex<Vec<ChatRequest>>,
+}
+
+impl ScriptedModel {
+    /// `respond(request, index)` answers the `index`-th call (0-based).
+    pub fn new(
+        id: &str,
+        respond: impl Fn(&ChatRequest, usize) -> Result<String, ModelError> + Send + Sync + 'static,
+    ) -> Arc<ScriptedModel> {
+        Arc::new(ScriptedModel {
+            id: id.to_string(),
+            respond: Box::new(respond),
+            requests: std::sync::Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Replies in order from `replies`, then repeats the last one.
+    pub fn replies(id: &str, replies: Vec<String>) -> Arc<ScriptedModel> {
+        ScriptedModel::new(id, move |_, index| {
+            Ok(replies
+                .get(index)
+                .or(replies.last())
+                .cloned()
+                .unwrap_or_default())
+        })
+    }
+
+    /// The requests so far.
+    pub fn seen(&self) -> Vec<ChatRequest> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+impl ChatModel for ScriptedModel {
+    fn id(&self) -> String {
+        self.id.clone()
+    }
+
+    fn chat(&self, request: &ChatRequest) -> Result<ChatReply, ModelError> {
+        let index = {
+            let mut requests = self.requests.lock().unwrap();
+            requests.push(request.clone());
+            requests.len() - 1
+        };
+        let text = (self.respond)(request, index)?;
+        Ok(ChatReply {
+            text,
+            prompt_tokens: 10,
+            completion_tokens: 5,
+            latency: std::time::Duration::from_millis(1),
+            cached: false,
+        })
+    }
+}
+
+/// The text of every message of a request, joined.
+pub fn request_text(request: &ChatRequest) -> String {
+    request
+        .messages
+        .iter()
+        .map(|m| m.content.as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A Query task on the real `alien` database with hidden ground truth: one critical ambiguity
+/// ("warm"), a clear question, and optionally a follow-up.
+pub fn warm_task(id: &str, follow_up: bool) -> serde_json::Value {
+    let mut record = serde_json::json!({
+        "instance_id": id, "selected_database": "alien",
+        "amb_user_query": "How many observatories have warm weather?",
+        "query": "How many observatories recorded an air temperature above 20 degrees Celsius?",
+        "sol_sql": ["SELECT COUNT(*) FROM observatories WHERE airtempc > 20"],
+        "test_cases": [], "category": "Query",
+        "conditions": {"decimal": 2, "distinct": false, "order": false},
+        "user_query_ambiguity": {
+            "critical_ambiguity": [{
+                "term": "warm weather", "sql_snippet": "airtempc > 20",
+                "is_mask": false, "type": "semantic_ambiguity"
+            }],
+            "non_critical_ambiguity": []
+        },
+        "knowledge_ambiguity": []
+    });
+    if follow_up {
+        record["follow_up"] = serde_json::json!({
+            "query": "And how many of those are clear?",
+            "sol_sql": ["SELECT COUNT(*) FROM observatories WHERE airtempc > 20 AND weathprofile = 'Clear'"],
+            "category": "Query"
+        });
+    }
+    record
 }

@@ -256,3 +256,105 @@ fn no_hidden_field_reaches_the_agent() {
         "only {checked_secrets} secrets checked"
     );
 }
+
+/// The agent's replies for the log test: every action, asks for the SQL, garbage; nothing
+/// that guesses a hidden name (the agent may echo what it typed, which is not a leak).
+const AGENT_REPLIES: [&str; 12] = [
+    "Thought: start.\nAction: get_schema()",
+    "Action: get_all_column_meanings()",
+    "Action: get_all_external_knowledge_names()",
+    "Action: get_all_knowledge_definitions()",
+    "Action: get_column_meaning('no_table', 'no_column')",
+    "Action: ask('What exactly do you mean? Please paste the SQL you expect.')",
+    "Action: ask(\"Could you clarify the vague parts of your request?\")",
+    "Action: execute(\"SELECT name FROM sqlite_master LIMIT 3\")",
+    "complete garbage",
+    "Action: submit('SELECT 0')",
+    "{\"action\": \"submit\", \"args\": [\"SELECT * FROM nowhere\"]}",
+    "",
+];
+
+#[test]
+fn the_episode_log_and_the_agent_prompts_hold_no_hidden_field() {
+    use crate::common::{request_text, ScriptedModel};
+    use merit_interact::{
+        run_tasks, sqlite_backend, AgentConfig, ModelSimulator, ModelSimulatorConfig, ReactAgent,
+        RunSpec,
+    };
+    let (dir, set, chosen) = prepared();
+    let records = records();
+    let agent_model = ScriptedModel::new("leak-agent", |_, i| {
+        Ok(AGENT_REPLIES[i % AGENT_REPLIES.len()].to_string())
+    });
+    // The worst simulator model: it always claims a match and then echoes its whole prompt
+    // (gold SQL, clear question, ambiguity map, schema). Only the post-filter stands between
+    // that and the agent.
+    let simulator_model = ScriptedModel::new("leak-sim", |request, _| {
+        let prompt = request_text(request);
+        Ok(if request.prompt_version.ends_with("simulator-choose") {
+            if prompt.contains("\nA1: ") {
+                "VERDICT: labeled A1".to_string()
+            } else {
+                "VERDICT: unlabeled S1".to_string()
+            }
+        } else {
+            format!("<answer>{prompt}</answer>")
+        })
+    });
+    let log = dir.path().join("episodes.jsonl");
+    let spec = RunSpec {
+        set: &set,
+        instance_ids: &chosen,
+        log: &log,
+        env: EnvConfig::default(),
+        simulator_model: Some("leak-sim".into()),
+    };
+    let agent = ReactAgent::new(agent_model.clone(), AgentConfig::default());
+    let summary = run_tasks(
+        &spec,
+        &agent,
+        sqlite_backend,
+        |_| ModelSimulator::new(simulator_model.clone(), ModelSimulatorConfig::default()),
+        |_| {},
+    )
+    .unwrap();
+    assert_eq!(summary.ran, chosen.len());
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), chosen.len());
+    let mut filtered = 0;
+    for (line, id) in lines.iter().zip(&chosen) {
+        let record: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(record["instance_id"], id.as_str());
+        filtered += record["simulator_usage"]["filtered"].as_u64().unwrap();
+        let secrets = secrets_for(&set, &records[id]);
+        let leaks = secrets.leaks(line);
+        assert!(leaks.is_empty(), "{id}: the log leaked {leaks:?}");
+    }
+    assert!(
+        filtered >= chosen.len() as u64,
+        "the echo was never filtered"
+    );
+    // Everything the agent model was shown, attributed to its task by the opening message.
+    let requests = agent_model.seen();
+    assert!(requests.len() > chosen.len() * 5);
+    for request in &requests {
+        let shown = request_text(request);
+        let id = chosen
+            .iter()
+            .find(|id| shown.contains(&format!("Task: {id}\n")))
+            .expect("every agent request names its task");
+        let mut secrets = secrets_for(&set, &records[id]);
+        // Words of our own fixed prompt text (the example query says `orders`) are public.
+        let fixed = format!(
+            "{}{}{}{}",
+            merit_interact::prompts::AGENT_SYSTEM,
+            merit_interact::prompts::AGENT_TASK,
+            merit_interact::prompts::AGENT_OBSERVATION,
+            merit_interact::agent::FORMAT_HINT
+        );
+        secrets.strings.retain(|s| !fixed.contains(s.as_str()));
+        let leaks = secrets.leaks(&shown);
+        assert!(leaks.is_empty(), "{id}: the agent prompt leaked {leaks:?}");
+    }
+}

@@ -1,8 +1,11 @@
 //! Integration tests of merit-interact on the real mini-interact files (one test binary).
 
+mod agent;
 mod common;
 mod env;
 mod judge_db;
 mod leak;
+mod model_sim;
 mod pg;
+mod runlog;
 mod tasks;

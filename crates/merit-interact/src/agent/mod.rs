@@ -1,0 +1,247 @@
+//! The base agent: a ReAct loop over an [`Environment`], one action per model call.
+//!
+//! Each turn the model gets the whole conversation so far (system prompt, the opening, and
+//! every earlier reply with its observation as alternating messages), writes a thought and one
+//! action, and the action goes to [`Environment::step_with_thought`]. Replies are read by
+//! [`parse::parse_reply`], which never fails: an unreadable reply becomes an unknown or empty
+//! action that the environment charges (0.2) and answers like any other, and the next message
+//! adds a one-line format hint. The loop ends when the environment ends the episode (solved,
+//! budget, its own turn cap) or after [`AgentConfig::max_turns`] model calls.
+//!
+//! Every model call goes through [`ChatModel`] with greedy decoding and the prompt version
+//! `merit-interact-prompts-v1/agent`; pass the cached model to get the reply cache.
+
+pub mod parse;
+
+use crate::backend::InteractBackend;
+use crate::env::{Environment, Trajectory, DEFAULT_MAX_TURNS};
+use crate::error::InteractError;
+use crate::prompts;
+use crate::simulator::{SimulatorUsage, UserSimulator};
+use merit_core::model::{ChatMessage, ChatModel, ChatRequest, Decoding, ModelError};
+use merit_sql::Dialect;
+use parse::{parse_reply, ParseKind};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// The hint added after a reply without a readable action.
+pub const FORMAT_HINT: &str = "(Your last reply had no action I could read. Answer with a line `Thought: ...` and then one line `Action: name(arguments)`, for example `Action: get_schema()`.)";
+
+/// Settings of the agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentConfig {
+    /// Model calls per episode at most (the protocol's 60).
+    pub max_turns: usize,
+    /// Token limit of one reply.
+    pub max_tokens: u32,
+    /// Observations longer than this many characters are cut in the prompt (the trajectory
+    /// keeps them whole); the schema of a large database would otherwise fill the context.
+    pub observation_chars: usize,
+    /// Stop strings: the model must not write the observation itself.
+    pub stop: Vec<String>,
+}
+
+impl Default for AgentConfig {
+    fn default() -> AgentConfig {
+        AgentConfig {
+            max_turns: DEFAULT_MAX_TURNS,
+            max_tokens: 1024,
+            observation_chars: 12_000,
+            stop: vec!["\nObservation:".to_string()],
+        }
+    }
+}
+
+/// Model calls and tokens of one side of an episode.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentUsage {
+    /// Model calls made.
+    pub calls: u64,
+    /// Of those, answered from the reply cache.
+    pub cached_calls: u64,
+    /// Prompt tokens over all calls.
+    pub prompt_tokens: u64,
+    /// Generated tokens over all calls.
+    pub completion_tokens: u64,
+    /// Replies with no known action.
+    pub unreadable_replies: u64,
+}
+
+/// One model reply of the agent, as written.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentTurn {
+    /// 1-based turn, matching [`crate::TrajectoryStep::turn`].
+    pub turn: usize,
+    /// The raw reply text.
+    pub reply: String,
+    /// How its action was read.
+    pub parse: ParseKind,
+}
+
+/// Why the agent loop stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AgentStop {
+    /// The environment ended the episode (see the trajectory's outcome).
+    EpisodeEnded,
+    /// [`AgentConfig::max_turns`] model calls were made first.
+    TurnCap,
+    /// The model refused the request as invalid (in practice: the conversation outgrew the
+    /// context window). Deterministic, so the episode is recorded as unfinished instead of
+    /// failing the run.
+    ModelRefused(String),
+}
+
+/// A finished episode: the environment's trajectory plus the agent's side of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EpisodeResult {
+    /// The environment's trajectory (public task, observations, costs, outcome).
+    pub trajectory: Trajectory,
+    /// Every model reply.
+    pub turns: Vec<AgentTurn>,
+    /// The agent's model usage.
+    pub agent_usage: AgentUsage,
+    /// The simulator's usage (counts only).
+    pub simulator_usage: SimulatorUsage,
+    /// Why the loop stopped.
+    pub stop: AgentStop,
+}
+
+/// Why an episode could not be run to its end (infrastructure, not agent mistakes).
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The agent's model failed (transport, server, unavailable).
+    #[error("the agent model failed: {0}")]
+    Model(#[from] ModelError),
+    /// The environment failed.
+    #[error(transparent)]
+    Environment(#[from] InteractError),
+}
+
+/// The ReAct agent.
+pub struct ReactAgent {
+    model: Arc<dyn ChatModel>,
+    config: AgentConfig,
+}
+
+impl std::fmt::Debug for ReactAgent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReactAgent")
+            .field("model", &self.model.id())
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+/// The dialect name the agent prompt uses.
+fn dialect_name(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Postgres => "PostgreSQL",
+        Dialect::Sqlite => "SQLite",
+    }
+}
+
+/// Cuts `text` after `limit` characters, saying so.
+fn cut_chars(text: &str, limit: usize) -> String {
+    match text.char_indices().nth(limit) {
+        Some((end, _)) => format!(
+            "{}\n... (cut: the observation was longer than {limit} characters)",
+            &text[..end]
+        ),
+        None => text.to_string(),
+    }
+}
+
+impl ReactAgent {
+    /// An agent thinking with `model` (pass the cached model).
+    pub fn new(model: Arc<dyn ChatModel>, config: AgentConfig) -> ReactAgent {
+        ReactAgent { model, config }
+    }
+
+    /// The model's identifier.
+    pub fn model_id(&self) -> String {
+        self.model.id()
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &AgentConfig {
+        &self.config
+    }
+
+    /// Runs one episode to its end. Agent mistakes never end it early; only model and
+    /// environment failures are errors.
+    pub fn run<B: InteractBackend, S: UserSimulator>(
+        &self,
+        env: &mut Environment<B, S>,
+    ) -> Result<EpisodeResult, AgentError> {
+        let system = prompts::fill(
+            prompts::AGENT_SYSTEM,
+            &[("dialect", dialect_name(env.backend().dialect()))],
+        );
+        let opening = prompts::fill(prompts::AGENT_TASK, &[("opening", env.opening())]);
+        let mut messages = vec![ChatMessage::system(system), ChatMessage::user(opening)];
+        let mut usage = AgentUsage::default();
+        let mut turns = Vec::new();
+        let mut stop = AgentStop::TurnCap;
+        while turns.len() < self.config.max_turns {
+            if env.is_done() {
+                stop = AgentStop::EpisodeEnded;
+                break;
+            }
+            let request = ChatRequest {
+                messages: messages.clone(),
+                decoding: Decoding {
+                    max_tokens: self.config.max_tokens,
+                    stop: self.config.stop.clone(),
+                    ..Decoding::default()
+                },
+                prompt_version: prompts::version("agent"),
+            };
+            let reply = match self.model.chat(&request) {
+                Ok(reply) => reply,
+                Err(ModelError::InvalidRequest(reason)) => {
+                    stop = AgentStop::ModelRefused(reason);
+                    break;
+                }
+                Err(error) => return Err(AgentError::Model(error)),
+            };
+            usage.calls += 1;
+            usage.cached_calls += u64::from(reply.cached);
+            usage.prompt_tokens += u64::from(reply.prompt_tokens);
+            usage.completion_tokens += u64::from(reply.completion_tokens);
+            let parsed = parse_reply(&reply.text);
+            let known = parsed.is_known_action();
+            if !known {
+                usage.unreadable_replies += 1;
+            }
+            turns.push(AgentTurn {
+                turn: turns.len() + 1,
+                reply: reply.text.clone(),
+                parse: parsed.kind,
+            });
+            let thought = (!parsed.thought.is_empty()).then_some(parsed.thought);
+            let step = env.step_with_thought(parsed.action, thought)?;
+            messages.push(ChatMessage::assistant(reply.text.trim().to_string()));
+            let observation = prompts::fill(
+                prompts::AGENT_OBSERVATION,
+                &[
+                    (
+                        "observation",
+                        &cut_chars(&step.observation, self.config.observation_chars),
+                    ),
+                    ("hint", if known { "" } else { FORMAT_HINT }),
+                ],
+            );
+            messages.push(ChatMessage::user(observation.trim_end().to_string()));
+        }
+        if env.is_done() {
+            stop = AgentStop::EpisodeEnded;
+        }
+        Ok(EpisodeResult {
+            trajectory: env.trajectory(),
+            turns,
+            agent_usage: usage,
+            simulator_usage: env.simulator().usage(),
+            stop,
+        })
+    }
+}

@@ -1,0 +1,116 @@
+//! The prompt templates of the agent and of the model-driven user simulator
+//! (family `merit-interact-prompts-v1`; every field is documented in `prompts/README.md`).
+//!
+//! The templates are plain text files compiled into the crate, so a run's prompts are fixed by
+//! the binary, and the family name is part of every request's `prompt_version` (and so of the
+//! reply-cache key): changing a template and bumping the family never reuses stale replies.
+
+/// The template family; bump it whenever a template changes.
+pub const PROMPT_FAMILY: &str = "merit-interact-prompts-v1";
+
+/// Simulator step 1: what is the agent's question about?
+pub const SIMULATOR_CHOOSE: &str = include_str!("../prompts/simulator_choose.txt");
+/// Simulator step 2: the reply in the user's words.
+pub const SIMULATOR_ANSWER: &str = include_str!("../prompts/simulator_answer.txt");
+/// The agent's system message.
+pub const AGENT_SYSTEM: &str = include_str!("../prompts/agent_system.txt");
+/// The agent's first user message.
+pub const AGENT_TASK: &str = include_str!("../prompts/agent_task.txt");
+/// Every later user message of the agent (one observation).
+pub const AGENT_OBSERVATION: &str = include_str!("../prompts/agent_observation.txt");
+
+/// The `prompt_version` of a request made from template `name`, e.g.
+/// `merit-interact-prompts-v1/agent`.
+pub fn version(name: &str) -> String {
+    format!("{PROMPT_FAMILY}/{name}")
+}
+
+/// Fills `{{slot}}` placeholders in one pass: a value that contains `{{` is copied as it is and
+/// never expanded, so text from the database or a model cannot inject another slot. A slot
+/// without a value stays visible, and the tests check that no rendered template keeps one.
+pub fn fill(template: &str, slots: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(template.len() + 256);
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find("}}") else {
+            out.push_str(&rest[start..]);
+            return out;
+        };
+        let name = &after[..end];
+        match slots.iter().find(|(slot, _)| *slot == name) {
+            Some((_, value)) => out.push_str(value),
+            None => {
+                out.push_str("{{");
+                out.push_str(name);
+                out.push_str("}}");
+            }
+        }
+        rest = &after[end + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The slot names a template uses, in order of first appearance.
+pub fn slots(template: &str) -> Vec<&str> {
+    let mut names: Vec<&str> = Vec::new();
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        let after = &rest[start + 2..];
+        let Some(end) = after.find("}}") else { break };
+        if !names.contains(&&after[..end]) {
+            names.push(&after[..end]);
+        }
+        rest = &after[end + 2..];
+    }
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fill_is_one_pass() {
+        assert_eq!(
+            fill("a {{x}} b", &[("x", "{{y}}"), ("y", "no")]),
+            "a {{y}} b"
+        );
+        assert_eq!(fill("{{missing}}", &[]), "{{missing}}");
+        assert_eq!(fill("open {{x", &[("x", "1")]), "open {{x");
+    }
+
+    #[test]
+    fn every_template_has_exactly_its_documented_slots() {
+        let readme = include_str!("../prompts/README.md");
+        for (template, expected) in [
+            (
+                SIMULATOR_CHOOSE,
+                &["ambiguous_question", "ambiguities", "segments", "question"][..],
+            ),
+            (
+                SIMULATOR_ANSWER,
+                &[
+                    "ambiguous_question",
+                    "clear_question",
+                    "focus",
+                    "gold_sql",
+                    "schema",
+                    "question",
+                ][..],
+            ),
+            (AGENT_SYSTEM, &["dialect"][..]),
+            (AGENT_TASK, &["opening"][..]),
+            (AGENT_OBSERVATION, &["observation", "hint"][..]),
+        ] {
+            assert_eq!(slots(template), expected);
+            for slot in expected {
+                assert!(readme.contains(&format!("`{slot}`")), "{slot} undocumented");
+            }
+            let values: Vec<(&str, &str)> = expected.iter().map(|s| (*s, "v")).collect();
+            assert!(!fill(template, &values).contains("{{"));
+        }
+    }
+}

@@ -1,0 +1,386 @@
+//! The episode log of an interact run, and the resumable driver that writes it.
+//!
+//! The log is an append-only JSON Lines file, one [`EpisodeRecord`] per finished episode. Each
+//! record is written as one line with one `write` call and fsync'd before the next task starts,
+//! so a killed run leaves every finished episode plus, at worst, one torn last line. On load, a
+//! last line without its newline is dropped with a warning (and cut off before appending, so the
+//! next record starts on a clean line); any other line that does not parse, carries another
+//! format, or repeats an instance id is an error naming the file and the line.
+//!
+//! [`run_tasks`] skips every task already in the log and appends the others as they finish:
+//! kill it at any point and run it again with the same arguments to continue.
+//!
+//! What a record holds is public by construction: the [`Trajectory`] (public task, the agent's
+//! actions and thoughts, the observations it was shown), the agent's raw replies, and usage
+//! counts. No hidden field has a path into it (`HiddenTask` is not `Serialize`); the leak test
+//! searches a whole log file for planted ground-truth markers.
+
+use crate::agent::{AgentError, AgentStop, AgentTurn, AgentUsage, EpisodeResult, ReactAgent};
+use crate::backend::InteractBackend;
+use crate::env::{EnvConfig, Environment, Trajectory};
+use crate::error::InteractError;
+use crate::meta::DatabaseMeta;
+use crate::prompts::PROMPT_FAMILY;
+use crate::simulator::{SimulatorUsage, UserSimulator};
+use crate::task::{Category, Task, TaskSet};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The `format` of every record this version writes.
+pub const EPISODE_FORMAT: &str = "merit-interact-episode-v1";
+
+/// One finished episode, as logged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EpisodeRecord {
+    /// [`EPISODE_FORMAT`].
+    pub format: String,
+    /// The task id (also inside the trajectory; here for quick resume scans).
+    pub instance_id: String,
+    /// Query or Management, for the BI/DM split of the report.
+    pub category: Category,
+    /// The agent model's identifier.
+    pub agent_model: String,
+    /// The simulator model's identifier, when a model simulator was used.
+    pub simulator_model: Option<String>,
+    /// The prompt family of agent and simulator.
+    pub prompt_family: String,
+    /// The environment's trajectory and outcome.
+    pub trajectory: Trajectory,
+    /// Every agent model reply.
+    pub turns: Vec<AgentTurn>,
+    /// The agent's model usage.
+    pub agent_usage: AgentUsage,
+    /// The simulator's usage (counts only).
+    pub simulator_usage: SimulatorUsage,
+    /// Why the agent loop stopped.
+    pub stop: AgentStop,
+}
+
+impl EpisodeRecord {
+    /// A record of `result` for `task`.
+    pub fn new(
+        task: &Task,
+        agent_model: String,
+        simulator_model: Option<String>,
+        result: EpisodeResult,
+    ) -> EpisodeRecord {
+        EpisodeRecord {
+            format: EPISODE_FORMAT.to_string(),
+            instance_id: task.instance_id().to_string(),
+            category: task.category(),
+            agent_model,
+            simulator_model,
+            prompt_family: PROMPT_FAMILY.to_string(),
+            trajectory: result.trajectory,
+            turns: result.turns,
+            agent_usage: result.agent_usage,
+            simulator_usage: result.simulator_usage,
+            stop: result.stop,
+        }
+    }
+}
+
+/// Why the log could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// Filesystem failure.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The operating system's reason.
+        source: std::io::Error,
+    },
+    /// A complete line that is not a valid record.
+    #[error("{path} line {line}: {message}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// A record could not be serialized (never expected; reported instead of panicking).
+    #[error("{path}: cannot serialize the record of `{instance_id}`: {message}")]
+    Serialize {
+        /// The file.
+        path: PathBuf,
+        /// The task.
+        instance_id: String,
+        /// serde's reason.
+        message: String,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> LogError + '_ {
+    move |source| LogError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// What reading a log found.
+#[derive(Debug, Clone, Default)]
+pub struct LoadedLog {
+    /// Every complete record, in file order.
+    pub records: Vec<EpisodeRecord>,
+    /// Bytes of a torn last line that was ignored (0 when the file ended cleanly).
+    pub torn_bytes: usize,
+    /// Human-readable warnings (a torn last line) for the caller to show.
+    pub warnings: Vec<String>,
+}
+
+/// Reads every record of `path`; a missing file is an empty log. See the module docs for what
+/// is tolerated.
+pub fn read_log(path: &Path) -> Result<LoadedLog, LogError> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(LoadedLog::default())
+        }
+        Err(error) => return Err(io(path)(error)),
+    };
+    let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let mut loaded = LoadedLog {
+        torn_bytes: bytes.len() - complete,
+        ..LoadedLog::default()
+    };
+    let mut seen = BTreeSet::new();
+    for (index, line) in bytes[..complete].split(|&b| b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let corrupt = |message: String| LogError::Corrupt {
+            path: path.to_path_buf(),
+            line: index + 1,
+            message,
+        };
+        let value: serde_json::Value =
+            serde_json::from_slice(line).map_err(|e| corrupt(format!("not JSON: {e}")))?;
+        let format = value.get("format").and_then(|f| f.as_str()).unwrap_or("");
+        if format != EPISODE_FORMAT {
+            return Err(corrupt(format!(
+                "format `{format}` is not `{EPISODE_FORMAT}`"
+            )));
+        }
+        let record: EpisodeRecord = serde_json::from_value(value)
+            .map_err(|e| corrupt(format!("not an episode record: {e}")))?;
+        if !seen.insert(record.instance_id.clone()) {
+            return Err(corrupt(format!(
+                "task `{}` is logged twice (were two runs writing this log?)",
+                record.instance_id
+            )));
+        }
+        loaded.records.push(record);
+    }
+    if loaded.torn_bytes > 0 {
+        loaded.warnings.push(format!(
+            "{}: the last line ({} bytes) is incomplete, probably cut by a crash; it is ignored and its task will run again",
+            path.display(),
+            loaded.torn_bytes
+        ));
+    }
+    Ok(loaded)
+}
+
+/// An episode log open for appending.
+#[derive(Debug)]
+pub struct EpisodeLog {
+    path: PathBuf,
+    file: File,
+}
+
+impl EpisodeLog {
+    /// Reads `path` (creating it and its folder when absent), cuts off a torn last line, and
+    /// opens it for appending. Returns the records already there.
+    pub fn open(path: &Path) -> Result<(EpisodeLog, LoadedLog), LogError> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(io(parent))?;
+        }
+        let loaded = read_log(path)?;
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(io(path))?;
+        if loaded.torn_bytes > 0 {
+            let length = file.metadata().map_err(io(path))?.len();
+            file.set_len(length.saturating_sub(loaded.torn_bytes as u64))
+                .and_then(|()| file.sync_all())
+                .map_err(io(path))?;
+        }
+        Ok((
+            EpisodeLog {
+                path: path.to_path_buf(),
+                file,
+            },
+            loaded,
+        ))
+    }
+
+    /// Appends one record as one line and waits until it is on disk.
+    pub fn append(&mut self, record: &EpisodeRecord) -> Result<(), LogError> {
+        let mut line = serde_json::to_vec(record).map_err(|e| LogError::Serialize {
+            path: self.path.clone(),
+            instance_id: record.instance_id.clone(),
+            message: e.to_string(),
+        })?;
+        line.push(b'\n');
+        // One write call per line: a crash tears at most this line, never an earlier one.
+        self.file
+            .write_all(&line)
+            .and_then(|()| self.file.sync_data())
+            .map_err(io(&self.path))
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// What to run: the tasks (in order), where to log, and the episode settings.
+#[derive(Debug, Clone)]
+pub struct RunSpec<'a> {
+    /// The task set (tasks and their database metafiles).
+    pub set: &'a TaskSet,
+    /// The ids to run, in order.
+    pub instance_ids: &'a [String],
+    /// The episode log.
+    pub log: &'a Path,
+    /// Environment settings of every episode.
+    pub env: EnvConfig,
+    /// The simulator model's identifier, recorded in each record.
+    pub simulator_model: Option<String>,
+}
+
+/// A task that was not run, and why (it is not logged, so a later run tries it again).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedTask {
+    /// The task id.
+    pub instance_id: String,
+    /// Why (database missing, no ground truth).
+    pub reason: String,
+}
+
+/// What [`run_tasks`] did.
+#[derive(Debug, Clone, Default)]
+pub struct RunSummary {
+    /// Tasks found in the log and not run again.
+    pub already_logged: usize,
+    /// Episodes run and logged now.
+    pub ran: usize,
+    /// Tasks that could not be run.
+    pub skipped: Vec<SkippedTask>,
+    /// Warnings from loading the log.
+    pub warnings: Vec<String>,
+}
+
+/// Why a run stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The log could not be read or written.
+    #[error(transparent)]
+    Log(#[from] LogError),
+    /// An id is not in the task set.
+    #[error("task `{0}` is not in the task set")]
+    UnknownTask(String),
+    /// An episode failed for a reason that would fail the next one too (model backend down,
+    /// database IO). Finished episodes are logged; rerun to resume.
+    #[error("task `{instance_id}`: {source}")]
+    Episode {
+        /// The task.
+        instance_id: String,
+        /// The failure.
+        source: AgentError,
+    },
+}
+
+/// Runs every task of `spec` that its log does not hold yet, one after another, logging each
+/// finished episode before starting the next. `make_backend` opens a task's database (e.g.
+/// [`crate::sqlite_backend`]); `make_simulator` builds a fresh simulator per task;
+/// `on_episode` sees each new record (for progress). Tasks whose database is unavailable or
+/// that have no ground truth are skipped and reported; other failures stop the run.
+pub fn run_tasks<B, S>(
+    spec: &RunSpec<'_>,
+    agent: &ReactAgent,
+    mut make_backend: impl FnMut(&DatabaseMeta) -> Result<B, InteractError>,
+    mut make_simulator: impl FnMut(&Task) -> S,
+    mut on_episode: impl FnMut(&EpisodeRecord),
+) -> Result<RunSummary, RunError>
+where
+    B: InteractBackend,
+    S: UserSimulator,
+{
+    let (mut log, loaded) = EpisodeLog::open(spec.log)?;
+    let done: BTreeSet<String> = loaded
+        .records
+        .iter()
+        .map(|r| r.instance_id.clone())
+        .collect();
+    let mut summary = RunSummary {
+        warnings: loaded.warnings,
+        ..RunSummary::default()
+    };
+    for id in spec.instance_ids {
+        let task = spec
+            .set
+            .get(id)
+            .ok_or_else(|| RunError::UnknownTask(id.clone()))?;
+        if done.contains(id) {
+            summary.already_logged += 1;
+            continue;
+        }
+        let skip = |reason: String| SkippedTask {
+            instance_id: id.clone(),
+            reason,
+        };
+        if !task.has_ground_truth() {
+            summary
+                .skipped
+                .push(skip("it has no ground truth to judge a submission".into()));
+            continue;
+        }
+        let Some(meta) = spec.set.database(task.database()) else {
+            summary.skipped.push(skip(format!(
+                "database `{}` is not loaded",
+                task.database()
+            )));
+            continue;
+        };
+        let episode = (|| -> Result<EpisodeResult, AgentError> {
+            let backend = make_backend(meta)?;
+            let simulator = make_simulator(task);
+            let mut env =
+                Environment::new(task, Arc::clone(meta), backend, simulator, spec.env.clone())?;
+            agent.run(&mut env)
+        })();
+        let result = match episode {
+            Ok(result) => result,
+            Err(AgentError::Environment(
+                error @ (InteractError::DatabaseUnavailable { .. }
+                | InteractError::NoGroundTruth { .. }),
+            )) => {
+                summary.skipped.push(skip(error.to_string()));
+                continue;
+            }
+            Err(source) => {
+                return Err(RunError::Episode {
+                    instance_id: id.clone(),
+                    source,
+                })
+            }
+        };
+        let record =
+            EpisodeRecord::new(task, agent.model_id(), spec.simulator_model.clone(), result);
+        log.append(&record)?;
+        summary.ran += 1;
+        on_episode(&record);
+    }
+    Ok(summary)
+}

@@ -1,0 +1,245 @@
+//! The ReAct agent with scripted models on real mini-interact databases: a walk to a passing
+//! submission (both phases), garbage every turn, and model failures.
+
+use crate::common::{custom_tasks, environment, request_text, warm_task, ScriptedModel};
+use merit_core::model::{ModelError, Role};
+use merit_interact::agent::parse::ParseKind;
+use merit_interact::{
+    AgentConfig, AgentError, AgentStop, EndReason, EnvConfig, ModelSimulator, ModelSimulatorConfig,
+    ReactAgent, ScriptedSimulator, Target,
+};
+use serde_json::json;
+
+fn simulator() -> ModelSimulator {
+    let model = ScriptedModel::new("scripted-sim", |request, _| {
+        Ok(if request.prompt_version.ends_with("simulator-choose") {
+            "VERDICT: labeled A1".into()
+        } else {
+            "<answer>Warm means above twenty degrees.</answer>".into()
+        })
+    });
+    ModelSimulator::new(model, ModelSimulatorConfig::default())
+}
+
+#[test]
+fn a_scripted_agent_solves_both_phases() {
+    let (_dir, set) = custom_tasks(&[warm_task("alien_9101", true)]);
+    let mut env = environment(&set, "alien_9101", simulator(), EnvConfig::default());
+    let replies = vec![
+        "Thought: I should see the tables first.\nAction: get_schema()".to_string(),
+        "**Thought:** warm is vague.\n**Action:** ask(\"What do you mean by warm weather?\")"
+            .to_string(),
+        "Thought: try it.\nAction:\n```python\nexecute(\"\"\"\nSELECT COUNT(*)\nFROM observatories\nWHERE airtempc > 20\n\"\"\")\n```".to_string(),
+        "Thought: looks right.\nAction: submit('SELECT COUNT(*) FROM observatories WHERE airtempc > 20')".to_string(),
+        "{\"action\": \"submit\", \"args\": [\"SELECT COUNT(*) FROM observatories WHERE airtempc > 20 AND weathprofile = 'Clear'\"]}".to_string(),
+    ];
+    let model = ScriptedModel::replies("scripted-agent", replies);
+    let agent = ReactAgent::new(model.clone(), AgentConfig::default());
+    let result = agent.run(&mut env).unwrap();
+    let outcome = result.trajectory.outcome;
+    assert!(
+        outcome.phase1_passed && outcome.phase2_passed,
+        "{outcome:?}"
+    );
+    assert!((outcome.reward - 1.0).abs() < 1e-9);
+    assert_eq!(outcome.end, EndReason::Solved);
+    assert_eq!(result.stop, AgentStop::EpisodeEnded);
+    assert_eq!(result.turns.len(), 5);
+    assert_eq!(result.agent_usage.calls, 5);
+    assert_eq!(result.agent_usage.unreadable_replies, 0);
+    assert_eq!(result.simulator_usage.labeled, 1);
+    assert_eq!(result.turns[4].parse, ParseKind::Json);
+    // Every turn is in the trajectory: thought, action, observation, cost, budget left.
+    let steps = &result.trajectory.steps;
+    assert_eq!(steps.len(), 5);
+    assert_eq!(
+        steps[0].thought.as_deref(),
+        Some("I should see the tables first.")
+    );
+    assert_eq!(steps[1].thought.as_deref(), Some("warm is vague."));
+    assert_eq!(steps[1].action.target, Target::User);
+    assert!(steps[1]
+        .observation
+        .starts_with("Warm means above twenty degrees."));
+    assert_eq!(
+        steps[2].action.args,
+        vec!["\nSELECT COUNT(*)\nFROM observatories\nWHERE airtempc > 20\n"]
+    );
+    let costs: Vec<f64> = steps.iter().map(|s| s.cost).collect();
+    assert_eq!(costs, vec![1.0, 2.0, 1.0, 3.0, 3.0]);
+    assert_eq!(steps[4].budget_left, result.trajectory.budget_total - 10.0);
+    // The model saw each observation in the next message, and the follow-up question.
+    let requests = model.seen();
+    assert_eq!(requests.len(), 5);
+    assert_eq!(requests[0].messages[0].role, Role::System);
+    assert!(requests[0].messages[0].content.contains("SQLite"));
+    assert!(request_text(&requests[0]).contains("How many observatories have warm weather?"));
+    let last = &requests[4].messages;
+    assert_eq!(last.len(), 2 + 2 * 4);
+    assert!(last[3].content.starts_with("Observation:\nCREATE TABLE"));
+    assert!(last[9].content.contains("And how many of those are clear?"));
+    for request in &requests {
+        assert_eq!(request.prompt_version, "merit-interact-prompts-v1/agent");
+        assert_eq!(request.decoding.temperature, 0.0);
+        assert!(!request_text(request).contains("{{"));
+    }
+}
+
+#[test]
+fn garbage_every_turn_ends_by_the_turn_cap_without_panicking() {
+    let (_dir, set) = custom_tasks(&[warm_task("alien_9102", false)]);
+    let mut env = environment(
+        &set,
+        "alien_9102",
+        ScriptedSimulator::default(),
+        EnvConfig::default(),
+    );
+    let garbage = [
+        "I am not sure.",
+        "",
+        "Action: (((",
+        "{\"foo\": [1, 2",
+        "```\n```",
+        "Action: frobnicate('x')",
+    ];
+    let model = crate::common::ScriptedModel::new("garbage", move |_, i| {
+        Ok(garbage[i % garbage.len()].to_string())
+    });
+    let agent = ReactAgent::new(model.clone(), AgentConfig::default());
+    let result = agent.run(&mut env).unwrap();
+    // Budget 3+3+2·1+6 = 14 at 0.2 per unknown action outlasts 60 turns.
+    assert_eq!(result.trajectory.outcome.end, EndReason::TurnLimit);
+    assert_eq!(result.turns.len(), 60);
+    assert_eq!(result.agent_usage.unreadable_replies, 60);
+    assert!(result
+        .trajectory
+        .steps
+        .iter()
+        .all(|s| (s.cost - 0.2).abs() < 1e-9));
+    assert!((result.trajectory.outcome.budget_spent - 12.0).abs() < 1e-9);
+    // The model was told how to write an action after each unreadable reply.
+    let last = model.seen().pop().unwrap();
+    assert!(last
+        .messages
+        .last()
+        .unwrap()
+        .content
+        .contains("Action: name(arguments)"));
+}
+
+#[test]
+fn garbage_with_a_small_budget_ends_by_the_forced_submit() {
+    let (_dir, set) = custom_tasks(&[json!({
+        "instance_id": "alien_9103", "selected_database": "alien",
+        "amb_user_query": "Count observatories.",
+        "sol_sql": ["SELECT COUNT(*) FROM observatories"], "category": "Query"
+    })]);
+    let config = EnvConfig {
+        patience: 0,
+        ..EnvConfig::default()
+    };
+    let mut env = environment(&set, "alien_9103", ScriptedSimulator::default(), config);
+    let model = ScriptedModel::replies("garbage", vec!["nothing useful".into()]);
+    let result = ReactAgent::new(model, AgentConfig::default())
+        .run(&mut env)
+        .unwrap();
+    // Budget 6 lasts 30 unknown actions; the 31st is not a submit.
+    assert_eq!(result.trajectory.outcome.end, EndReason::SubmitRefused);
+    assert_eq!(result.turns.len(), 31);
+    assert_eq!(result.stop, AgentStop::EpisodeEnded);
+}
+
+#[test]
+fn the_agent_turn_cap_holds_even_when_the_environment_allows_more() {
+    let (_dir, set) = custom_tasks(&[warm_task("alien_9104", false)]);
+    let config = EnvConfig {
+        max_turns: 1000,
+        ..EnvConfig::default()
+    };
+    let mut env = environment(&set, "alien_9104", ScriptedSimulator::default(), config);
+    let model = ScriptedModel::replies("garbage", vec!["?".into()]);
+    let agent = ReactAgent::new(
+        model,
+        AgentConfig {
+            max_turns: 7,
+            ..AgentConfig::default()
+        },
+    );
+    let result = agent.run(&mut env).unwrap();
+    assert_eq!(result.stop, AgentStop::TurnCap);
+    assert_eq!(result.turns.len(), 7);
+    assert!(!env.is_done());
+}
+
+#[test]
+fn model_failures_stop_or_end_the_episode() {
+    let (_dir, set) = custom_tasks(&[warm_task("alien_9105", false)]);
+    let mut env = environment(
+        &set,
+        "alien_9105",
+        ScriptedSimulator::default(),
+        EnvConfig::default(),
+    );
+    let down = ScriptedModel::new("down", |_, _| Err(ModelError::Transport("refused".into())));
+    let error = ReactAgent::new(down, AgentConfig::default())
+        .run(&mut env)
+        .unwrap_err();
+    assert!(matches!(error, AgentError::Model(_)), "{error}");
+    // A request the model refuses (context too long) ends the episode as unfinished.
+    let mut env = environment(
+        &set,
+        "alien_9105",
+        ScriptedSimulator::default(),
+        EnvConfig::default(),
+    );
+    let full = ScriptedModel::new("full", |_, i| {
+        if i < 2 {
+            Ok("Action: get_schema()".into())
+        } else {
+            Err(ModelError::InvalidRequest(
+                "prompt exceeds the context".into(),
+            ))
+        }
+    });
+    let result = ReactAgent::new(full, AgentConfig::default())
+        .run(&mut env)
+        .unwrap();
+    assert_eq!(
+        result.stop,
+        AgentStop::ModelRefused("prompt exceeds the context".into())
+    );
+    assert_eq!(result.trajectory.steps.len(), 2);
+    assert_eq!(result.trajectory.outcome.end, EndReason::Running);
+}
+
+#[test]
+fn long_observations_are_cut_in_the_prompt_but_kept_in_the_trajectory() {
+    let (_dir, set) = custom_tasks(&[warm_task("alien_9106", false)]);
+    let mut env = environment(
+        &set,
+        "alien_9106",
+        ScriptedSimulator::default(),
+        EnvConfig::default(),
+    );
+    let model = ScriptedModel::new("schema", |_, i| {
+        Ok(if i == 0 {
+            "Action: get_schema()"
+        } else {
+            "Action: submit('SELECT 1')"
+        }
+        .into())
+    });
+    let agent = ReactAgent::new(
+        model.clone(),
+        AgentConfig {
+            observation_chars: 100,
+            max_turns: 2,
+            ..AgentConfig::default()
+        },
+    );
+    let result = agent.run(&mut env).unwrap();
+    assert!(result.trajectory.steps[0].observation.len() > 1000);
+    let second = model.seen()[1].messages.last().unwrap().content.clone();
+    assert!(second.contains("(cut: the observation was longer than 100 characters)"));
+    assert!(second.len() < 300);
+}

@@ -1,0 +1,203 @@
+//! The episode log and the resumable driver: resume skips logged tasks, a torn last line is
+//! tolerated with a warning, other corruption names file and line, unrunnable tasks are
+//! skipped, and a model failure stops the run with the finished episodes kept.
+
+use crate::common::{custom_tasks, warm_task, ScriptedModel};
+use merit_core::model::ModelError;
+use merit_interact::runlog::EPISODE_FORMAT;
+use merit_interact::{
+    read_log, run_tasks, sqlite_backend, AgentConfig, EnvConfig, LogError, ReactAgent, RunError,
+    RunSpec, ScriptedSimulator, TaskSet,
+};
+use serde_json::json;
+use std::path::Path;
+use std::sync::Arc;
+
+const SOLVE: &str =
+    "Thought: done.\nAction: submit('SELECT COUNT(*) FROM observatories WHERE airtempc > 20')";
+
+fn three_tasks() -> (tempfile::TempDir, TaskSet, Vec<String>) {
+    let ids: Vec<String> = (1..=3).map(|n| format!("alien_95{n:02}")).collect();
+    let records: Vec<_> = ids.iter().map(|id| warm_task(id, false)).collect();
+    let (dir, set) = custom_tasks(&records);
+    (dir, set, ids)
+}
+
+fn run(
+    set: &TaskSet,
+    ids: &[String],
+    log: &Path,
+    model: Arc<ScriptedModel>,
+) -> Result<merit_interact::RunSummary, RunError> {
+    let spec = RunSpec {
+        set,
+        instance_ids: ids,
+        log,
+        env: EnvConfig::default(),
+        simulator_model: None,
+    };
+    let agent = ReactAgent::new(model, AgentConfig::default());
+    run_tasks(
+        &spec,
+        &agent,
+        sqlite_backend,
+        |_| ScriptedSimulator::default(),
+        |_| {},
+    )
+}
+
+#[test]
+fn a_run_logs_every_episode_and_a_rerun_skips_them() {
+    let (dir, set, ids) = three_tasks();
+    let log = dir.path().join("run/episodes.jsonl");
+    let model = ScriptedModel::replies("solver", vec![SOLVE.into()]);
+    let summary = run(&set, &ids, &log, model.clone()).unwrap();
+    assert_eq!((summary.ran, summary.already_logged), (3, 0));
+    assert!(summary.warnings.is_empty() && summary.skipped.is_empty());
+    let loaded = read_log(&log).unwrap();
+    let logged: Vec<&str> = loaded
+        .records
+        .iter()
+        .map(|r| r.instance_id.as_str())
+        .collect();
+    assert_eq!(logged, ids.iter().map(String::as_str).collect::<Vec<_>>());
+    let record = &loaded.records[0];
+    assert_eq!(record.format, EPISODE_FORMAT);
+    assert_eq!(record.agent_model, "solver");
+    assert_eq!(record.prompt_family, "merit-interact-prompts-v1");
+    assert!(record.trajectory.outcome.phase1_passed);
+    assert_eq!(record.trajectory.steps[0].thought.as_deref(), Some("done."));
+    assert_eq!(record.turns[0].reply, SOLVE);
+    // Every line ends with a newline: nothing is torn after a clean run.
+    assert!(std::fs::read(&log).unwrap().ends_with(b"\n"));
+    // Resume: nothing runs again, the model is not called.
+    let calls = model.seen().len();
+    let again = run(&set, &ids, &log, model.clone()).unwrap();
+    assert_eq!((again.ran, again.already_logged), (0, 3));
+    assert_eq!(model.seen().len(), calls);
+}
+
+#[test]
+fn a_torn_last_line_is_dropped_with_a_warning_and_its_task_reruns() {
+    let (dir, set, ids) = three_tasks();
+    let log = dir.path().join("episodes.jsonl");
+    let model = ScriptedModel::replies("solver", vec![SOLVE.into()]);
+    run(&set, &ids[..1], &log, model.clone()).unwrap();
+    // A crash in the middle of writing the second record.
+    let full = std::fs::read_to_string(&log).unwrap();
+    let torn = full.replace(&ids[0], &ids[1]);
+    let mut bytes = full.into_bytes();
+    bytes.extend_from_slice(&torn.as_bytes()[..torn.len() / 2]);
+    std::fs::write(&log, &bytes).unwrap();
+    let loaded = read_log(&log).unwrap();
+    assert_eq!(loaded.records.len(), 1);
+    assert!(loaded.torn_bytes > 0);
+    assert!(
+        loaded.warnings[0].contains("incomplete"),
+        "{:?}",
+        loaded.warnings
+    );
+    let summary = run(&set, &ids, &log, model).unwrap();
+    assert_eq!((summary.ran, summary.already_logged), (2, 1));
+    assert_eq!(summary.warnings.len(), 1);
+    let after = read_log(&log).unwrap();
+    assert_eq!(after.records.len(), 3);
+    assert_eq!(after.torn_bytes, 0);
+}
+
+#[test]
+fn other_corruption_is_an_error_naming_file_and_line() {
+    let (dir, set, ids) = three_tasks();
+    let log = dir.path().join("episodes.jsonl");
+    let model = ScriptedModel::replies("solver", vec![SOLVE.into()]);
+    run(&set, &ids[..2], &log, model.clone()).unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    for (bad, expect) in [
+        (
+            format!("{}\n{{not json\n{}\n", lines[0], lines[1]),
+            "not JSON",
+        ),
+        (
+            format!("{}\n{}\n", lines[0], json!({"format": "something-else"})),
+            "format",
+        ),
+        (format!("{}\n{}\n", lines[0], lines[0]), "logged twice"),
+        (
+            format!(
+                "{}\n{}\n",
+                lines[0],
+                json!({"format": EPISODE_FORMAT, "instance_id": "x"})
+            ),
+            "not an episode record",
+        ),
+    ] {
+        std::fs::write(&log, &bad).unwrap();
+        let error = run(&set, &ids, &log, model.clone()).unwrap_err();
+        let message = error.to_string();
+        assert!(
+            matches!(error, RunError::Log(LogError::Corrupt { line: 2, .. })),
+            "{message}"
+        );
+        assert!(message.contains("episodes.jsonl line 2"), "{message}");
+        assert!(message.contains(expect), "{message}");
+        // The log was not touched.
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), bad);
+    }
+}
+
+#[test]
+fn unrunnable_tasks_are_skipped_and_not_logged() {
+    let (dir, set) = custom_tasks(&[
+        warm_task("alien_9601", false),
+        json!({"instance_id": "alien_9602", "selected_database": "alien",
+               "amb_user_query": "No ground truth here."}),
+    ]);
+    let mini = crate::common::load_mini();
+    let missing = mini
+        .tasks()
+        .iter()
+        .find(|t| mini.database(t.database()).unwrap().sqlite_file().is_none())
+        .expect("a mini task without a database file");
+    let (_dir2, set2) = custom_tasks(&[json!({
+        "instance_id": "nodb_1", "selected_database": missing.database(),
+        "amb_user_query": "Anything?", "sol_sql": ["SELECT 1"]
+    })]);
+    let log = dir.path().join("episodes.jsonl");
+    let model = ScriptedModel::replies("solver", vec![SOLVE.into()]);
+    let ids = vec!["alien_9601".to_string(), "alien_9602".to_string()];
+    let summary = run(&set, &ids, &log, model.clone()).unwrap();
+    assert_eq!(summary.ran, 1);
+    assert_eq!(summary.skipped.len(), 1);
+    assert!(summary.skipped[0].reason.contains("no ground truth"));
+    let summary = run(&set2, &["nodb_1".to_string()], &log, model.clone()).unwrap();
+    assert_eq!(summary.skipped.len(), 1, "{summary:?}");
+    assert!(
+        summary.skipped[0].reason.contains("unavailable"),
+        "{summary:?}"
+    );
+    assert_eq!(read_log(&log).unwrap().records.len(), 1);
+    let error = run(&set, &["nope".to_string()], &log, model).unwrap_err();
+    assert!(matches!(error, RunError::UnknownTask(_)));
+}
+
+#[test]
+fn a_model_failure_stops_the_run_and_a_rerun_resumes() {
+    let (dir, set, ids) = three_tasks();
+    let log = dir.path().join("episodes.jsonl");
+    // The model works for the first episode (one call), then the server goes away.
+    let flaky = ScriptedModel::new("flaky", |_, i| {
+        if i == 0 {
+            Ok(SOLVE.into())
+        } else {
+            Err(ModelError::Transport("connection reset".into()))
+        }
+    });
+    let error = run(&set, &ids, &log, flaky).unwrap_err();
+    assert!(matches!(&error, RunError::Episode { instance_id, .. } if instance_id == &ids[1]));
+    assert!(error.to_string().contains("connection reset"));
+    assert_eq!(read_log(&log).unwrap().records.len(), 1);
+    let model = ScriptedModel::replies("solver", vec![SOLVE.into()]);
+    let summary = run(&set, &ids, &log, model).unwrap();
+    assert_eq!((summary.ran, summary.already_logged), (2, 1));
+}
