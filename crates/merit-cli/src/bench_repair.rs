@@ -212,7 +212,7 @@ fn same_episode_logs(original: &Path, replay: &Path) -> Result<bool> {
 /// Mean milliseconds of live embedded-model calls on the first questions' initial prompts.
 fn live_baseline(run: &RunArgs, calls: usize) -> Result<f64> {
     let (benchmark, questions, schemas) = load_questions(run)?;
-    let chat = load_chat_model(&run.model, run.model_path.as_deref(), 4096)?;
+    let chat = load_chat_model(&run.model, run.model_path.as_deref(), run.context_size)?;
     let decoding = Decoding {
         max_tokens: run.max_tokens,
         ..Decoding::default()

@@ -101,7 +101,16 @@ pub struct RunArgs {
     /// Most tokens per generation.
     #[arg(long, default_value_t = 512)]
     pub max_tokens: u32,
+    /// Context window of the embedded chat model, in tokens. Repair prompts carry the whole
+    /// local history and grow with every step; a prompt that still does not fit ends that
+    /// episode's repairs (recorded in its log), never the run. Qwen2.5-Coder handles 32,768.
+    #[arg(long, default_value_t = RUN_CONTEXT_SIZE)]
+    pub context_size: u32,
 }
+
+/// Default context window of `merit run` with the embedded model: room for a seven-step
+/// history over the largest Spider schemas (4,096 overflowed on Spider dev question 635).
+pub const RUN_CONTEXT_SIZE: u32 = 16_384;
 
 /// What a run directory's settings are; a resume must present the same.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -226,7 +235,7 @@ fn build_models(
         _ => Arc::new(load_chat_model(
             &args.model,
             args.model_path.as_deref(),
-            4096,
+            args.context_size,
         )?),
     };
     let embedder: Arc<dyn Embedder> = match (&args.embed_url, &args.embed_model) {
@@ -569,6 +578,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         cache: None,
         parallel: None,
         max_tokens: 256,
+        context_size: RUN_CONTEXT_SIZE,
     })
     .map(|_| ())
 }

@@ -49,6 +49,11 @@ pub struct EpisodeRecord {
     /// Id of the memory entry the episode wrote at finalization, if any.
     #[serde(default)]
     pub memory_written: Option<String>,
+    /// Why the repairs stopped before the budget K when the model refused a prompt for good
+    /// (e.g. a prompt longer than its context window): the episode then finalizes unsolved
+    /// with the attempts it has. Absent for every normally ended episode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_early: Option<String>,
 }
 
 impl EpisodeRecord {

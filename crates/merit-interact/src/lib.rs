@@ -21,6 +21,8 @@
 //! * [`agent`]: the ReAct agent ([`ReactAgent`]) and its action reader ([`agent::parse`]).
 //! * [`runlog`]: the append-only episode log and the resumable driver [`run_tasks`].
 //! * [`prompts`]: the prompt templates (`merit-interact-prompts-v1`).
+//! * [`gen`]: task generation, SQL first: seed perturbation, model-written requests and
+//!   ambiguity maps (`merit-interact-gen-v1`), verification, resumable output, statistics.
 //!
 //! Data attribution: BIRD-Interact (bird-bench), data CC BY-SA 4.0.
 
@@ -32,6 +34,7 @@ pub mod backend;
 pub mod budget;
 pub mod env;
 mod error;
+pub mod gen;
 pub mod harness;
 mod json;
 pub mod judge;

@@ -140,6 +140,7 @@ mod tests {
             db_id: "db".into(),
             attempts,
             memory_written: None,
+            stopped_early: None,
         }
     }
 

@@ -368,6 +368,7 @@ mod tests {
             db_id: "db".into(),
             attempts,
             memory_written: None,
+            stopped_early: None,
         }
     }
 

@@ -269,6 +269,7 @@ pub fn run_episode(
         calls: 0,
     }];
     let mut reflections: Vec<String> = Vec::new();
+    let mut stopped_early: Option<String> = None;
     let mut step = 0;
     while !views[views.len() - 1].status.is_correct() && step < settings.max_revisions {
         step += 1;
@@ -304,7 +305,14 @@ pub fn run_episode(
                 decoding: settings.decoding.clone(),
                 prompt_version: reflection_version(settings.benchmark),
             };
-            let reply = deps.model.chat(&request).map_err(model_error)?;
+            let reply = match deps.model.chat(&request) {
+                Ok(reply) => reply,
+                Err(ModelError::InvalidRequest(why)) => {
+                    stopped_early = Some(format!("the model refused the reflection prompt: {why}"));
+                    break;
+                }
+                Err(error) => return Err(model_error(error)),
+            };
             prompt_tokens += u64::from(reply.prompt_tokens);
             completion_tokens += u64::from(reply.completion_tokens);
             calls += 1;
@@ -326,7 +334,17 @@ pub fn run_episode(
             decoding: settings.decoding.clone(),
             prompt_version: repair_version(settings.benchmark),
         };
-        let reply = deps.model.chat(&request).map_err(model_error)?;
+        // An invalid request (a prompt over the context window) would fail the same way on
+        // every retry and on every resume, so it ends this episode's repairs rather than the
+        // run: the episode finalizes unsolved with the attempts it has, and says why.
+        let reply = match deps.model.chat(&request) {
+            Ok(reply) => reply,
+            Err(ModelError::InvalidRequest(why)) => {
+                stopped_early = Some(format!("the model refused the repair prompt: {why}"));
+                break;
+            }
+            Err(error) => return Err(model_error(error)),
+        };
         prompt_tokens += u64::from(reply.prompt_tokens);
         completion_tokens += u64::from(reply.completion_tokens);
         calls += 1;
@@ -395,6 +413,7 @@ pub fn run_episode(
         db_id: question.db_id.clone(),
         attempts: records,
         memory_written,
+        stopped_early,
     })
 }
 

@@ -48,6 +48,9 @@ impl ChatModel for ScriptedModel {
             .unwrap()
             .pop()
             .ok_or_else(|| ModelError::Unavailable("script exhausted".into()))?;
+        if let Some(why) = text.strip_prefix("INVALID:") {
+            return Err(ModelError::InvalidRequest(why.to_string()));
+        }
         Ok(ChatReply {
             text,
             prompt_tokens: prompt.len() as u32 / 4,
@@ -366,6 +369,34 @@ fn a_reply_without_sql_is_a_failed_attempt_not_a_crash() {
         .contains("no SQL"));
     assert!(record.repaired());
     assert!(model.prompts()[1].contains("no SQL"));
+}
+
+#[test]
+fn a_prompt_the_model_refuses_for_good_ends_the_repairs_not_the_run() {
+    let model = ScriptedModel::new(&[
+        "SELECT 1 FROM singer",
+        "INVALID:the prompt is 4113 tokens but the context window holds 4096",
+        "never used",
+    ]);
+    let judge = TableJudge::new(&[]);
+    let mut memory = RecordingMemory::default();
+    let record = run(
+        &model,
+        &judge,
+        &mut memory,
+        false,
+        "SELECT name FROM singer",
+    );
+    // The initial attempt and the one revision that was generated; then the refusal.
+    assert_eq!(record.attempts.len(), 2);
+    assert!(!record.finally_correct());
+    let why = record
+        .stopped_early
+        .as_deref()
+        .expect("the reason is recorded");
+    assert!(why.contains("context window"), "{why}");
+    assert_eq!(memory.finalized, vec![(4, 2, false)]);
+    assert_eq!(model.prompts().len(), 2);
 }
 
 #[test]

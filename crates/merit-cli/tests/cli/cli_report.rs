@@ -44,6 +44,7 @@ fn episode(method: &str, seed: u64, position: usize, fixed_at: Option<u32>) -> E
         db_id: "concert_singer".into(),
         attempts,
         memory_written: None,
+        stopped_early: None,
     }
 }
 

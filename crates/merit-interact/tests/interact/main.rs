@@ -3,6 +3,7 @@
 mod agent;
 mod common;
 mod env;
+mod gen;
 mod judge_db;
 mod leak;
 mod model_sim;

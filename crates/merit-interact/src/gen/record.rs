@@ -1,0 +1,369 @@
+//! Generated records in the BIRD-Interact task format, WITH ground truth, their append-only
+//! files, and the per-database metafiles that let [`crate::TaskSet::load`] read them back.
+//!
+//! A generated record is a task file line and a ground-truth line in one: `TaskSet::load`
+//! reads it as a task (the hidden fields land in `HiddenTask`, out of the agent's reach) and
+//! ignores the extra `generation` object. Unlike `HiddenTask`, [`GeneratedTask`] is
+//! `Serialize`: it is the writer's type, and nothing agent-facing ever holds one.
+
+use super::perturb::{Perturbation, Target};
+use super::request::{Draft, DraftAmbiguity};
+use super::sqlast;
+use super::{io_error, GenError};
+use merit_data::{quote_identifier, render_create_tables, DatabaseSchema};
+use merit_sql::{Database, ExecLimits, SqliteDatabase};
+use serde::{Deserialize, Serialize};
+use sqlparser::ast::SetExpr;
+use std::collections::BTreeSet;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The value of `generation.format` in every record this module writes.
+pub const GEN_RECORD_FORMAT: &str = "merit-interact-gen-v1";
+
+/// One ambiguity entry as task files write it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AmbiguityEntry {
+    /// The vague words in `amb_user_query`.
+    pub term: String,
+    /// The settling fragment of `sol_sql`.
+    pub sql_snippet: String,
+    /// Upstream's flag; we set it on critical entries (upstream data does the same, and no
+    /// code reads it).
+    pub is_mask: bool,
+    /// One of the eight ambiguity types.
+    #[serde(rename = "type")]
+    pub kind: String,
+}
+
+/// `user_query_ambiguity`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct UserQueryAmbiguity {
+    /// Entries that count in the budget.
+    pub critical_ambiguity: Vec<AmbiguityEntry>,
+    /// Entries that do not (we put sort ambiguities here, as upstream's data does).
+    pub non_critical_ambiguity: Vec<AmbiguityEntry>,
+}
+
+/// `conditions`. Only `order` is read by the judge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GenConditions {
+    /// Upstream's decimal setting; `-1` (none) for generated tasks.
+    pub decimal: i64,
+    /// The top-level SELECT is DISTINCT.
+    pub distinct: bool,
+    /// The top-level query has ORDER BY, so row order is judged.
+    pub order: bool,
+}
+
+/// Where a record came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Provenance {
+    /// [`GEN_RECORD_FORMAT`].
+    pub format: String,
+    /// The target id (what resuming keys on).
+    pub target_id: String,
+    /// The seed id.
+    pub seed_id: String,
+    /// The seed's SQL.
+    pub seed_sql: String,
+    /// The perturbations applied to the seed.
+    pub perturbations: Vec<Perturbation>,
+    /// The model's `id()`.
+    pub model: String,
+    /// The prompt family.
+    pub prompt_family: String,
+}
+
+/// A generated task with its ground truth.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GeneratedTask {
+    /// `{db}_g{target_id}`.
+    pub instance_id: String,
+    /// The database.
+    pub selected_database: String,
+    /// The underspecified request (what the agent sees).
+    pub amb_user_query: String,
+    /// The fully specified request (hidden).
+    pub query: String,
+    /// Always empty (read tasks).
+    pub preprocess_sql: Vec<String>,
+    /// Always empty (read tasks).
+    pub clean_up_sqls: Vec<String>,
+    /// The target SQL.
+    pub sol_sql: Vec<String>,
+    /// Always empty (Spider has no knowledge base).
+    pub external_knowledge: Vec<String>,
+    /// Always empty (Query tasks use the default test).
+    pub test_cases: Vec<String>,
+    /// `Query`.
+    pub category: String,
+    /// Judge conditions.
+    pub conditions: GenConditions,
+    /// The ambiguity map.
+    pub user_query_ambiguity: UserQueryAmbiguity,
+    /// Always empty: knowledge ambiguities need knowledge-base entries to delete.
+    pub knowledge_ambiguity: Vec<AmbiguityEntry>,
+    /// Provenance (ignored by `TaskSet`).
+    pub generation: Provenance,
+}
+
+impl GeneratedTask {
+    /// Builds the record for a verified draft.
+    pub fn new(target: &Target, draft: &Draft, model_id: &str) -> GeneratedTask {
+        let query = sqlast::parse_query(&target.sql);
+        let (distinct, order) = query.as_ref().map_or((false, false), |q| {
+            let distinct = matches!(q.body.as_ref(), SetExpr::Select(s) if s.distinct.is_some());
+            (distinct, q.order_by.is_some())
+        });
+        let mut ambiguity = UserQueryAmbiguity::default();
+        for DraftAmbiguity {
+            term,
+            sql_snippet,
+            kind,
+        } in &draft.ambiguities
+        {
+            let critical = kind != "sort_ambiguity";
+            let entry = AmbiguityEntry {
+                term: term.clone(),
+                sql_snippet: sql_snippet.clone(),
+                is_mask: critical,
+                kind: kind.clone(),
+            };
+            if critical {
+                ambiguity.critical_ambiguity.push(entry);
+            } else {
+                ambiguity.non_critical_ambiguity.push(entry);
+            }
+        }
+        GeneratedTask {
+            instance_id: format!("{}_g{}", target.db_id, target.target_id),
+            selected_database: target.db_id.clone(),
+            amb_user_query: draft.amb_query.clone(),
+            query: draft.clear_query.clone(),
+            preprocess_sql: Vec::new(),
+            clean_up_sqls: Vec::new(),
+            sol_sql: vec![target.sql.clone()],
+            external_knowledge: Vec::new(),
+            test_cases: Vec::new(),
+            category: "Query".to_string(),
+            conditions: GenConditions {
+                decimal: -1,
+                distinct,
+                order,
+            },
+            user_query_ambiguity: ambiguity,
+            knowledge_ambiguity: Vec::new(),
+            generation: Provenance {
+                format: GEN_RECORD_FORMAT.to_string(),
+                target_id: target.target_id.clone(),
+                seed_id: target.seed_id.clone(),
+                seed_sql: target.seed_sql.clone(),
+                perturbations: target.perturbations.clone(),
+                model: model_id.to_string(),
+                prompt_family: super::GEN_PROMPT_FAMILY.to_string(),
+            },
+        }
+    }
+
+    /// The target id this record was made from.
+    pub fn target_id(&self) -> &str {
+        &self.generation.target_id
+    }
+}
+
+/// One line of the rejection log: a target that produced no record, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RejectionLine {
+    /// [`GEN_RECORD_FORMAT`].
+    pub format: String,
+    /// The target id.
+    pub target_id: String,
+    /// Every reason, in [`super::RejectReason`] order.
+    pub reasons: Vec<super::RejectReason>,
+    /// For a malformed reply: what was wrong with the last one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// Reads the complete lines of a JSONL file; a missing file is empty. A last line without its
+/// newline (a crash mid-write) is returned separately as its byte length and not parsed.
+fn read_lines<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<(Vec<T>, usize), GenError> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
+        Err(error) => return Err(io_error(path)(error)),
+    };
+    let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let mut records = Vec::new();
+    for (index, line) in bytes[..complete].split(|&b| b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let record = serde_json::from_slice(line).map_err(|e| GenError::Corrupt {
+            path: path.to_path_buf(),
+            line: index + 1,
+            message: format!("not a generator record ({e})"),
+        })?;
+        records.push(record);
+    }
+    Ok((records, bytes.len() - complete))
+}
+
+/// Reads a generated task file (a torn last line is ignored).
+pub fn read_generated(path: &Path) -> Result<Vec<GeneratedTask>, GenError> {
+    read_lines(path).map(|(records, _)| records)
+}
+
+/// Reads a rejection log (a torn last line is ignored).
+pub fn read_rejections(path: &Path) -> Result<Vec<RejectionLine>, GenError> {
+    read_lines(path).map(|(records, _)| records)
+}
+
+/// An append-only JSONL file: one `write` per line, then `fsync`.
+#[derive(Debug)]
+pub(crate) struct AppendFile {
+    path: PathBuf,
+    file: File,
+}
+
+impl AppendFile {
+    /// Opens `path` for appending after cutting off a torn last line (`torn` bytes).
+    pub(crate) fn open(path: &Path, torn: usize) -> Result<AppendFile, GenError> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(io_error(parent))?;
+        }
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(io_error(path))?;
+        if torn > 0 {
+            let length = file.metadata().map_err(io_error(path))?.len();
+            file.set_len(length.saturating_sub(torn as u64))
+                .and_then(|()| file.sync_all())
+                .map_err(io_error(path))?;
+        }
+        Ok(AppendFile {
+            path: path.to_path_buf(),
+            file,
+        })
+    }
+
+    pub(crate) fn append<T: Serialize>(&mut self, record: &T) -> Result<(), GenError> {
+        let mut line = serde_json::to_vec(record).map_err(|e| GenError::Corrupt {
+            path: self.path.clone(),
+            line: 0,
+            message: format!("cannot serialise a record: {e}"),
+        })?;
+        line.push(b'\n');
+        // One write per line: a crash can tear only this line, which the reader drops.
+        self.file
+            .write_all(&line)
+            .and_then(|()| self.file.sync_data())
+            .map_err(io_error(&self.path))
+    }
+}
+
+/// What is already in the output and rejection files.
+pub(crate) struct Existing {
+    pub(crate) done: BTreeSet<String>,
+    pub(crate) written: usize,
+    pub(crate) rejections: Vec<RejectionLine>,
+    pub(crate) torn_output: usize,
+    pub(crate) torn_rejections: usize,
+}
+
+pub(crate) fn existing(output: &Path, rejections: &Path) -> Result<Existing, GenError> {
+    let (tasks, torn_output) = read_lines::<GeneratedTask>(output)?;
+    let (rejected, torn_rejections) = read_lines::<RejectionLine>(rejections)?;
+    let mut done = BTreeSet::new();
+    for task in &tasks {
+        done.insert(task.target_id().to_string());
+    }
+    for line in &rejected {
+        done.insert(line.target_id.clone());
+    }
+    Ok(Existing {
+        done,
+        written: tasks.len(),
+        rejections: rejected,
+        torn_output,
+        torn_rejections,
+    })
+}
+
+/// Writes the three BIRD-Interact metafiles of a Spider database into `out_root/{db}/`, so that
+/// [`crate::TaskSet::load`] can load generated tasks with `out_root` as its database root:
+///
+/// * `{db}_schema.txt`: the `CREATE TABLE` text followed, per table, by up to three sample
+///   rows (upstream's schema files show three), read through `merit_sql` read-only;
+/// * `{db}_column_meaning_base.json`: `{}` (Spider has no column descriptions);
+/// * `{db}_kb.jsonl`: empty (no knowledge base).
+///
+/// With `copy_database`, the SQLite file is copied to `{db}.sqlite` beside them, which the
+/// environment needs to run the tasks. Files are written to a temporary name and renamed.
+pub fn write_spider_metafiles(
+    out_root: &Path,
+    schema: &DatabaseSchema,
+    sqlite_file: &Path,
+    copy_database: bool,
+) -> Result<PathBuf, GenError> {
+    let db = &schema.db_id;
+    let dir = out_root.join(db);
+    std::fs::create_dir_all(&dir).map_err(io_error(&dir))?;
+    let database = SqliteDatabase::open(sqlite_file).map_err(|e| GenError::Database {
+        database: db.clone(),
+        message: e.to_string(),
+    })?;
+    let mut text = render_create_tables(schema);
+    let limits = ExecLimits {
+        timeout: Duration::from_secs(10),
+        max_rows: Some(3),
+    };
+    for table in &schema.tables {
+        if table.name.to_ascii_lowercase().starts_with("sqlite_") {
+            continue;
+        }
+        let sql = format!("SELECT * FROM {} LIMIT 3", quote_identifier(&table.name));
+        let rows = database
+            .query(&sql, &limits)
+            .map_err(|e| GenError::Database {
+                database: db.clone(),
+                message: format!("sampling {}: {e}", table.name),
+            })?;
+        text.push_str(&format!("\nFirst rows of {}:\n", table.name));
+        text.push_str(&rows.columns.join(" | "));
+        text.push('\n');
+        for row in &rows.rows {
+            let cells: Vec<String> = row.iter().map(|v| v.display()).collect();
+            text.push_str(&cells.join(" | "));
+            text.push('\n');
+        }
+    }
+    write_atomic(&dir.join(format!("{db}_schema.txt")), text.as_bytes())?;
+    write_atomic(&dir.join(format!("{db}_column_meaning_base.json")), b"{}\n")?;
+    write_atomic(&dir.join(format!("{db}_kb.jsonl")), b"")?;
+    if copy_database {
+        let target = dir.join(format!("{db}.sqlite"));
+        let temp = dir.join(format!(".{db}.sqlite.tmp"));
+        std::fs::copy(sqlite_file, &temp).map_err(io_error(&temp))?;
+        std::fs::rename(&temp, &target).map_err(io_error(&target))?;
+    }
+    Ok(dir)
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), GenError> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temp = path.with_file_name(format!(".{name}.tmp"));
+    let mut file = File::create(&temp).map_err(io_error(&temp))?;
+    file.write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .map_err(io_error(&temp))?;
+    std::fs::rename(&temp, path).map_err(io_error(path))
+}
