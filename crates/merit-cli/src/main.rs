@@ -8,6 +8,7 @@ mod bench_repair;
 mod classify_cmd;
 mod eval;
 mod files;
+mod interact_cmd;
 mod memory_cmd;
 mod models_cmd;
 mod report_cmd;
@@ -48,6 +49,11 @@ enum Command {
     Run(Box<run_cmd::RunArgs>),
     /// Print the paper's tables and write figures for one or more run directories.
     Report(report_cmd::ReportArgs),
+    /// MERIT interact: the interactive agent on BIRD-Interact-format tasks.
+    Interact {
+        #[command(subcommand)]
+        what: interact_cmd::InteractCommand,
+    },
     /// List known models and fetch their weights into the local cache.
     Models {
         #[command(subcommand)]
@@ -71,6 +77,7 @@ fn main() -> ExitCode {
         Command::Classify(args) => classify_cmd::run(args),
         Command::Memory { what } => memory_cmd::run(what),
         Command::Models { what } => models_cmd::run(what),
+        Command::Interact { what } => interact_cmd::run(what),
         Command::Report(args) => report_cmd::run(args),
         Command::Run(args) => run_cmd::run(*args).map(|_| ()),
         Command::Demo(args) => run_cmd::demo(args),

@@ -23,6 +23,9 @@
 //! * [`prompts`]: the prompt templates (`merit-interact-prompts-v1`).
 //! * [`gen`]: task generation, SQL first: seed perturbation, model-written requests and
 //!   ambiguity maps (`merit-interact-gen-v1`), verification, resumable output, statistics.
+//! * [`memory`]: the dual-level memory (episode and turn memories built from finished
+//!   trajectories, append-only JSONL), two-stage retrieval (embedding top-10, then a
+//!   [`memory::Selector`]: BM25, cosine or a prompted model; `merit-interact-memory-v1`).
 //!
 //! Data attribution: BIRD-Interact (bird-bench), data CC BY-SA 4.0.
 
@@ -38,6 +41,7 @@ pub mod gen;
 pub mod harness;
 mod json;
 pub mod judge;
+pub mod memory;
 pub mod meta;
 pub mod pg;
 pub mod prompts;

@@ -544,7 +544,7 @@ impl Memory {
 
 /// Checks a vector's length and values and scales it to unit length (a zero vector stays
 /// zero: it is equally dissimilar to everything).
-pub(crate) fn normalized(mut vector: Vec<f32>, dimension: usize) -> Result<Vec<f32>, MemoryError> {
+pub fn normalized(mut vector: Vec<f32>, dimension: usize) -> Result<Vec<f32>, MemoryError> {
     if vector.len() != dimension {
         return Err(MemoryError::Dimension {
             expected: dimension,

@@ -20,7 +20,9 @@
 //! When no entry of those groups was filtered out (current query, database scope), a term's
 //! document frequency is the length of its posting prefix and needs no counting.
 
-use crate::config::{CandidateRule, DatabaseScope, PoolLayout, Ranking, RetrievalConfig};
+use crate::config::{
+    Bm25Params, CandidateRule, DatabaseScope, PoolLayout, Ranking, RetrievalConfig,
+};
 use crate::entry::{MemoryEntry, MemoryId, Polarity, StreamPos};
 use crate::failure::FailureType;
 use crate::memory::{normalized, posting_group, MemoryError, MemoryView, Posting, GROUPS, NO_ID};
@@ -396,7 +398,7 @@ impl<'m> MemoryView<'m> {
 }
 
 /// Distinct BM25 terms of the query, in order of first occurrence (the summation order).
-fn unique_terms(text: &str) -> Vec<String> {
+pub fn unique_terms(text: &str) -> Vec<String> {
     let mut seen = HashSet::new();
     bm25_tokens(text)
         .into_iter()
@@ -632,14 +634,11 @@ impl RankContext<'_, '_> {
         // candidate, and so is the whole g for tf = 1, by far the most common count.
         let length_norm: Vec<f64> = candidates
             .iter()
-            .map(|&i| {
-                let length = f64::from(memory.doc_len[i as usize]);
-                params.k1 * (1.0 - params.b + params.b * length / average)
-            })
+            .map(|&i| bm25_length_norm(f64::from(memory.doc_len[i as usize]), average, params))
             .collect();
         let g_single: Vec<f64> = length_norm
             .iter()
-            .map(|norm| (params.k1 + 1.0) / (1.0 + norm))
+            .map(|&norm| bm25_tf_weight(1.0, norm, params))
             .collect();
         // Candidates come group by group, each group's members in storage order. When no
         // member of the searched groups below the cutoff was filtered out (current query,
@@ -694,13 +693,12 @@ impl RankContext<'_, '_> {
             if df == 0 {
                 continue;
             }
-            let idf = (1.0 + (n as f64 - df as f64 + 0.5) / (df as f64 + 0.5)).ln();
+            let idf = bm25_idf(n, df);
             let weight = |j: usize, tf: u32| {
                 if tf == 1 {
                     g_single[j]
                 } else {
-                    let tf = f64::from(tf);
-                    tf * (params.k1 + 1.0) / (tf + length_norm[j])
+                    bm25_tf_weight(f64::from(tf), length_norm[j], params)
                 }
             };
             for &(base, list) in &lists {
@@ -722,6 +720,62 @@ impl RankContext<'_, '_> {
         }
         (scores, average)
     }
+}
+
+/// BM25's inverse document frequency of a term found in `df` of `n` documents:
+/// `ln(1 + (N − df + 0.5)/(df + 0.5))`.
+pub fn bm25_idf(n: usize, df: usize) -> f64 {
+    (1.0 + (n as f64 - df as f64 + 0.5) / (df as f64 + 0.5)).ln()
+}
+
+/// The length part of BM25's saturation for a document of `length` tokens in a corpus whose
+/// average length is `average`: `k1·(1 − b + b·length/avgdl)`.
+pub fn bm25_length_norm(length: f64, average: f64, params: Bm25Params) -> f64 {
+    params.k1 * (1.0 - params.b + params.b * length / average)
+}
+
+/// The saturated term frequency `tf·(k1 + 1)/(tf + length_norm)` (see [`bm25_length_norm`]).
+pub fn bm25_tf_weight(tf: f64, length_norm: f64, params: Bm25Params) -> f64 {
+    tf * (params.k1 + 1.0) / (tf + length_norm)
+}
+
+/// BM25 of one query against every document of a small corpus given as token lists, with that
+/// corpus as the collection (N = number of documents, df and the average length counted in
+/// it; each distinct query term once, as in [`MemoryView::retrieve`]). Returns the scores in
+/// document order and the average document length (0 for an empty corpus). This is the same
+/// formula as the memory's posting-list scorer, for callers that rank their own candidates
+/// (the interact memory's selectors).
+pub fn bm25_corpus_scores(
+    query_terms: &[String],
+    documents: &[Vec<String>],
+    params: Bm25Params,
+) -> (Vec<f64>, f64) {
+    let n = documents.len();
+    if n == 0 {
+        return (Vec::new(), 0.0);
+    }
+    let total: usize = documents.iter().map(Vec::len).sum();
+    let average = total as f64 / n as f64;
+    let mut scores = vec![0.0f64; n];
+    let mut seen = HashSet::new();
+    for term in query_terms.iter().filter(|t| seen.insert(t.as_str())) {
+        let counts: Vec<usize> = documents
+            .iter()
+            .map(|doc| doc.iter().filter(|t| *t == term).count())
+            .collect();
+        let df = counts.iter().filter(|&&c| c > 0).count();
+        if df == 0 {
+            continue;
+        }
+        let idf = bm25_idf(n, df);
+        for (j, &tf) in counts.iter().enumerate() {
+            if tf > 0 {
+                let norm = bm25_length_norm(documents[j].len() as f64, average, params);
+                scores[j] += idf * bm25_tf_weight(tf as f64, norm, params);
+            }
+        }
+    }
+    (scores, average)
 }
 
 /// What a candidate is ordered by.
@@ -792,9 +846,9 @@ unsafe fn dense_scan_avx2(
 const LANES: usize = 32;
 
 /// Dot product in 32 f32 lanes, summed in f64 in a fixed order so the result is the same on
-/// every run and every x86-64 machine.
+/// every run and every x86-64 machine. For unit vectors it is their cosine similarity.
 #[inline(always)]
-fn dot(a: &[f32], b: &[f32]) -> f64 {
+pub fn dot(a: &[f32], b: &[f32]) -> f64 {
     let mut lanes = [0.0f32; LANES];
     let chunks_a = a.chunks_exact(LANES);
     let chunks_b = b.chunks_exact(LANES);
@@ -813,7 +867,7 @@ fn dot(a: &[f32], b: &[f32]) -> f64 {
 }
 
 /// Min–max normalisation; all-equal scores map to 0.
-fn min_max(values: &[f64]) -> Vec<f64> {
+pub fn min_max(values: &[f64]) -> Vec<f64> {
     let min = values.iter().copied().fold(f64::INFINITY, f64::min);
     let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     if max > min {
@@ -878,6 +932,24 @@ mod tests {
         assert_eq!(untyped[0].id, MemoryId(1));
         untyped.sort_by(|a, b| rank_order(a, b, true));
         assert_eq!(untyped[0].id, MemoryId(4));
+    }
+
+    #[test]
+    fn corpus_bm25_matches_a_hand_computation() {
+        let doc = |s: &str| s.split(' ').map(str::to_string).collect::<Vec<_>>();
+        let documents = vec![doc("a b a"), doc("b c"), doc("c")];
+        let query = vec!["a".to_string(), "c".to_string(), "a".to_string()];
+        let params = Bm25Params::default();
+        let (scores, average) = bm25_corpus_scores(&query, &documents, params);
+        assert!((average - 2.0).abs() < 1e-15);
+        let g = |tf: f64, len: f64| tf * 2.2 / (tf + 1.2 * (1.0 - 0.75 + 0.75 * len / 2.0));
+        let idf_a = (1.0f64 + 2.5 / 1.5).ln();
+        let idf_c = (1.0f64 + 1.5 / 2.5).ln();
+        // "a" counts once although the query repeats it.
+        assert!((scores[0] - idf_a * g(2.0, 3.0)).abs() < 1e-12);
+        assert!((scores[1] - idf_c * g(1.0, 2.0)).abs() < 1e-12);
+        assert!((scores[2] - idf_c * g(1.0, 1.0)).abs() < 1e-12);
+        assert_eq!(bm25_corpus_scores(&query, &[], params), (Vec::new(), 0.0));
     }
 
     #[test]

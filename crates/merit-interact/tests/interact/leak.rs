@@ -358,3 +358,121 @@ fn the_episode_log_and_the_agent_prompts_hold_no_hidden_field() {
         assert!(leaks.is_empty(), "{id}: the agent prompt leaked {leaks:?}");
     }
 }
+
+/// Memories are built from trajectories, which hold no hidden field; this checks that the
+/// memory layer keeps it so. The episodes of the log test run again; an insight model that
+/// copies its whole prompt into the insight (the worst it can do) writes the episode
+/// memories; every line of both memory files and every insight prompt is searched for the
+/// task's secrets.
+#[test]
+fn memories_hold_no_hidden_field() {
+    use crate::common::{request_text, ScriptedModel};
+    use merit_interact::memory::{
+        InsightConfig, InsightExtractor, InteractMemory, MemoryConfig, Retention, StreamPos,
+    };
+    use merit_interact::{
+        read_log, run_tasks, sqlite_backend, AgentConfig, ModelSimulator, ModelSimulatorConfig,
+        ReactAgent, RunSpec,
+    };
+    let (dir, set, chosen) = prepared();
+    let records = records();
+    let agent_model = ScriptedModel::new("leak-agent", |_, i| {
+        Ok(AGENT_REPLIES[i % AGENT_REPLIES.len()].to_string())
+    });
+    let simulator_model = ScriptedModel::new("leak-sim", |request, _| {
+        let prompt = request_text(request);
+        Ok(if request.prompt_version.ends_with("simulator-choose") {
+            "VERDICT: labeled A1".to_string()
+        } else {
+            format!("<answer>{prompt}</answer>")
+        })
+    });
+    let log = dir.path().join("episodes.jsonl");
+    let spec = RunSpec {
+        set: &set,
+        instance_ids: &chosen,
+        log: &log,
+        env: EnvConfig::default(),
+        simulator_model: Some("leak-sim".into()),
+    };
+    let agent = ReactAgent::new(agent_model, AgentConfig::default());
+    run_tasks(
+        &spec,
+        &agent,
+        sqlite_backend,
+        |_| ModelSimulator::new(simulator_model.clone(), ModelSimulatorConfig::default()),
+        |_| {},
+    )
+    .unwrap();
+    let insight_model = ScriptedModel::new("leak-insight", |request, _| {
+        Ok(
+            json!({"worked": [], "failed": [], "key_insight": request_text(request),
+                  "info_gaps": []})
+            .to_string(),
+        )
+    });
+    let extractor = InsightExtractor::new(insight_model.clone(), InsightConfig::default());
+    let embedder = merit_memory::HashEmbedder::new(64);
+    let memory_dir = dir.path().join("memory");
+    let config = MemoryConfig {
+        retention: Retention::All,
+        ..MemoryConfig::default()
+    };
+    let (mut memory, _) = InteractMemory::open(&memory_dir, &embedder, config).unwrap();
+    let logged = read_log(&log).unwrap();
+    assert_eq!(logged.records.len(), chosen.len());
+    for (position, record) in logged.records.iter().enumerate() {
+        let outcome = extractor.extract(&record.trajectory).unwrap();
+        let insight = outcome.insight.expect("the echo is valid JSON");
+        memory
+            .commit(
+                StreamPos(position as u64),
+                &record.trajectory,
+                Some(insight),
+                &embedder,
+            )
+            .unwrap();
+    }
+    // Words of our own fixed prompt text are public.
+    let fixed = merit_interact::memory::insight::MEMORY_INSIGHT;
+    let secrets_of = |id: &str| {
+        let mut secrets = secrets_for(&set, &records[id]);
+        secrets.strings.retain(|s| !fixed.contains(s.as_str()));
+        secrets
+    };
+    for request in insight_model.seen() {
+        let shown = request_text(&request);
+        let id = chosen
+            .iter()
+            .find(|id| {
+                shown.contains(&records[*id]["amb_user_query"].as_str().unwrap().to_string())
+            })
+            .expect("every insight prompt holds its request");
+        let secrets = secrets_of(id);
+        let leaks = secrets.leaks(&shown);
+        assert!(
+            leaks.is_empty(),
+            "{id}: the insight prompt leaked {leaks:?}"
+        );
+    }
+    let mut lines = 0;
+    for file in ["episodes.jsonl", "turns.jsonl"] {
+        let text = std::fs::read_to_string(memory_dir.join(file)).unwrap();
+        for line in text.lines() {
+            lines += 1;
+            let entry: Value = serde_json::from_str(line).unwrap();
+            let id = entry["instance_id"].as_str().unwrap();
+            let secrets = secrets_of(id);
+            let leaks = secrets.leaks(line);
+            assert!(
+                leaks.is_empty(),
+                "{id}: a memory in {file} leaked {leaks:?}"
+            );
+        }
+    }
+    assert_eq!(memory.episode_bank().len(), chosen.len());
+    assert!(
+        lines > chosen.len() * 5,
+        "only {lines} memory lines checked"
+    );
+}

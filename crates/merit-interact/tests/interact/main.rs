@@ -6,6 +6,7 @@ mod env;
 mod gen;
 mod judge_db;
 mod leak;
+mod memory;
 mod model_sim;
 mod pg;
 mod runlog;

@@ -1,0 +1,415 @@
+//! `merit interact run` and `merit interact report`: the interactive base agent (no memory yet)
+//! on BIRD-Interact-format tasks, with the model-driven user simulator, in a resumable run
+//! directory; and the summary of such runs.
+
+use crate::ask_cmd::{load_chat_model, reexec_with_passive_openmp};
+use crate::run_cmd::{merit_home, RUN_CONTEXT_SIZE};
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, Subcommand};
+use merit_core::model::ChatModel;
+use merit_interact::agent::{AgentConfig, ReactAgent};
+use merit_interact::runlog::{run_tasks, EpisodeLog, EpisodeRecord, RunSpec};
+use merit_interact::simulator::model::{ModelSimulator, ModelSimulatorConfig};
+use merit_interact::{sqlite_backend, Category, EnvConfig, TaskSet};
+use merit_models::cache::{CachedChat, ReplyStore};
+use merit_models::openai::{OpenAiChat, OpenAiConfig};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The interactive system's commands.
+#[derive(Debug, Subcommand)]
+pub enum InteractCommand {
+    /// Run the base agent on a task file (resumable: finished tasks are skipped).
+    Run(InteractRunArgs),
+    /// Success per phase, reward, turns, tokens of one or more run directories.
+    Report(InteractReportArgs),
+    /// Generate tasks SQL first from Spider gold SQL (resumable; appends to OUT/tasks.jsonl).
+    Gen(InteractGenArgs),
+}
+
+/// Arguments of `merit interact gen`.
+#[derive(Debug, Args)]
+pub struct InteractGenArgs {
+    /// Seed SQL: a Spider question file (`train.json`, `dev.json`) or a `SQL<TAB>db_id` file.
+    #[arg(long)]
+    seeds: PathBuf,
+    /// Split name used in seed ids (`train`, `dev`).
+    #[arg(long)]
+    split: String,
+    /// Spider `tables.json` of the seeds' databases.
+    #[arg(long)]
+    tables: PathBuf,
+    /// Folder with `<db_id>/<db_id>.sqlite`.
+    #[arg(long)]
+    db_dir: PathBuf,
+    /// Output folder: `tasks.jsonl` (with ground truth), rejections, per-database metafiles.
+    #[arg(long)]
+    out: PathBuf,
+    /// Write at most N new records in this invocation (a later one continues).
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Also copy each database's SQLite file beside its metafiles.
+    #[arg(long)]
+    copy_databases: bool,
+    /// OpenAI-compatible chat server; default: the embedded model.
+    #[arg(long, requires = "llm_model")]
+    llm_url: Option<String>,
+    /// Model name on the chat server.
+    #[arg(long)]
+    llm_model: Option<String>,
+    /// Embedded chat model name (the issue suggests the 1.5B model for generation).
+    #[arg(long, default_value = merit_models::registry::DEFAULT_CHAT_MODEL)]
+    model: String,
+    /// Path of the embedded chat model's GGUF file (skips pulling).
+    #[arg(long)]
+    model_path: Option<PathBuf>,
+    /// Reply cache folder (default: `$MERIT_HOME/replies`).
+    #[arg(long)]
+    cache: Option<PathBuf>,
+}
+
+/// Arguments of `merit interact run`.
+#[derive(Debug, Args)]
+pub struct InteractRunArgs {
+    /// Task file in the BIRD-Interact format (JSONL).
+    #[arg(long)]
+    tasks: PathBuf,
+    /// Folder with one folder per database (schema, column meanings, knowledge base, SQLite file).
+    #[arg(long)]
+    db_root: PathBuf,
+    /// Ground truth in a separate JSONL file, keyed by instance_id (public releases ship it apart).
+    #[arg(long)]
+    ground_truth: Option<PathBuf>,
+    /// Run the first N tasks only.
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Run directory (created, or continued when it holds a log).
+    #[arg(long)]
+    out: PathBuf,
+    /// OpenAI-compatible chat server for agent and simulator; default: the embedded model.
+    #[arg(long, requires = "llm_model")]
+    llm_url: Option<String>,
+    /// Model name on the chat server.
+    #[arg(long)]
+    llm_model: Option<String>,
+    /// Embedded chat model name.
+    #[arg(long, default_value = merit_models::registry::DEFAULT_CHAT_MODEL)]
+    model: String,
+    /// Path of the embedded chat model's GGUF file (skips pulling).
+    #[arg(long)]
+    model_path: Option<PathBuf>,
+    /// Reply cache folder (default: `$MERIT_HOME/replies`).
+    #[arg(long)]
+    cache: Option<PathBuf>,
+}
+
+/// Arguments of `merit interact report`.
+#[derive(Debug, Args)]
+pub struct InteractReportArgs {
+    /// Run directories.
+    #[arg(required = true)]
+    runs: Vec<PathBuf>,
+    /// Print JSON instead of a Markdown table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs an `interact` subcommand.
+pub fn run(command: InteractCommand) -> Result<()> {
+    match command {
+        InteractCommand::Run(args) => run_agent(args),
+        InteractCommand::Report(args) => report(args),
+        InteractCommand::Gen(args) => generate(args),
+    }
+}
+
+/// A chat model behind the reply cache: a server when `url` is given, else the embedded one.
+fn cached_chat(
+    url: Option<&String>,
+    server_model: Option<&String>,
+    model: &str,
+    model_path: Option<&Path>,
+    cache: Option<&PathBuf>,
+) -> Result<Arc<dyn ChatModel>> {
+    let store = Arc::new(
+        ReplyStore::open(
+            cache
+                .cloned()
+                .unwrap_or_else(|| merit_home().join("replies")),
+        )
+        .context("cannot open the reply cache")?,
+    );
+    let live: Arc<dyn ChatModel> = match (url, server_model) {
+        (Some(url), Some(name)) => Arc::new(OpenAiChat::new(OpenAiConfig::new(url, name))?),
+        _ => Arc::new(load_chat_model(model, model_path, RUN_CONTEXT_SIZE)?),
+    };
+    Ok(Arc::new(CachedChat::from_arc(live, store)))
+}
+
+fn generate(args: InteractGenArgs) -> Result<()> {
+    use merit_interact::gen;
+    if args.llm_url.is_none() {
+        reexec_with_passive_openmp();
+    }
+    let seeds = gen::load_seeds(&args.seeds, &args.split)?;
+    let schemas: std::collections::BTreeMap<String, merit_data::DatabaseSchema> =
+        merit_data::load_tables(&args.tables)?
+            .into_iter()
+            .map(|schema| (schema.db_id.clone(), schema))
+            .collect();
+    let databases = merit_data::DatabaseDir::new(&args.db_dir);
+    let (targets, perturbed) =
+        gen::perturb_seeds(&seeds, &schemas, &databases, &gen::PerturbConfig::default())?;
+    eprintln!(
+        "{} seeds -> {} executable targets with rows ({perturbed:?})",
+        seeds.len(),
+        targets.len()
+    );
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create {}", args.out.display()))?;
+    let model = cached_chat(
+        args.llm_url.as_ref(),
+        args.llm_model.as_ref(),
+        &args.model,
+        args.model_path.as_deref(),
+        args.cache.as_ref(),
+    )?;
+    let output = args.out.join("tasks.jsonl");
+    let config = gen::GenConfig {
+        max_new_records: args.limit,
+        ..gen::GenConfig::default()
+    };
+    let bar = crate::files::progress_bar(targets.len(), "targets");
+    let mut written = 0usize;
+    let report = gen::generate_tasks(
+        &targets,
+        &schemas,
+        model.as_ref(),
+        &output,
+        &config,
+        &mut |_, outcome| {
+            written += usize::from(matches!(outcome, gen::TargetOutcome::Written));
+            bar.inc(1);
+            bar.set_message(format!("targets: {written} written"));
+            crate::files::log_progress_when_not_a_terminal(&bar, 10);
+        },
+    )?;
+    bar.finish_and_clear();
+    // The environment needs each database's metafiles beside the task file.
+    let used: std::collections::BTreeSet<String> = gen::read_generated(&output)?
+        .iter()
+        .map(|task| task.selected_database.clone())
+        .collect();
+    for db in &used {
+        let (Some(schema), Ok(file)) = (schemas.get(db), databases.locate(db)) else {
+            bail!("database {db} of a generated task is not under --tables/--db-dir");
+        };
+        gen::write_spider_metafiles(&args.out, schema, &file, args.copy_databases)?;
+    }
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(())
+}
+
+const LOG_FILE: &str = "episodes.jsonl";
+
+fn run_agent(args: InteractRunArgs) -> Result<()> {
+    if args.llm_url.is_none() {
+        reexec_with_passive_openmp();
+    }
+    let mut set = TaskSet::load(&args.tasks, &args.db_root)
+        .with_context(|| format!("cannot load the tasks of {}", args.tasks.display()))?;
+    if let Some(truth) = &args.ground_truth {
+        let merged = set
+            .merge_ground_truth(truth)
+            .with_context(|| format!("cannot merge ground truth from {}", truth.display()))?;
+        eprintln!("ground truth: {merged:?}");
+    }
+    let mut ids: Vec<String> = set
+        .tasks()
+        .iter()
+        .map(|task| task.instance_id().to_string())
+        .collect();
+    if let Some(limit) = args.limit {
+        ids.truncate(limit);
+    }
+    if ids.is_empty() {
+        bail!("{} holds no tasks", args.tasks.display());
+    }
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create {}", args.out.display()))?;
+
+    let store = Arc::new(
+        ReplyStore::open(
+            args.cache
+                .clone()
+                .unwrap_or_else(|| merit_home().join("replies")),
+        )
+        .context("cannot open the reply cache")?,
+    );
+    let live: Arc<dyn ChatModel> = match (&args.llm_url, &args.llm_model) {
+        (Some(url), Some(model)) => Arc::new(OpenAiChat::new(OpenAiConfig::new(url, model))?),
+        _ => Arc::new(load_chat_model(
+            &args.model,
+            args.model_path.as_deref(),
+            RUN_CONTEXT_SIZE,
+        )?),
+    };
+    let model: Arc<dyn ChatModel> = Arc::new(CachedChat::from_arc(live, store));
+    let agent = ReactAgent::new(Arc::clone(&model), AgentConfig::default());
+    let log = args.out.join(LOG_FILE);
+    let spec = RunSpec {
+        set: &set,
+        instance_ids: &ids,
+        log: &log,
+        env: EnvConfig::default(),
+        simulator_model: Some(model.id()),
+    };
+    let bar = crate::files::progress_bar(ids.len(), "interact");
+    let mut passed = 0usize;
+    let summary = run_tasks(
+        &spec,
+        &agent,
+        sqlite_backend,
+        |_| ModelSimulator::new(Arc::clone(&model), ModelSimulatorConfig::default()),
+        |record| {
+            passed += usize::from(record.trajectory.outcome.phase1_passed);
+            bar.inc(1);
+            bar.set_message(format!("interact: phase 1 passed {passed}"));
+            crate::files::log_progress_when_not_a_terminal(&bar, 5);
+        },
+    )
+    .map_err(|error| {
+        anyhow!("{error}\nfinished episodes are logged; run the same command again to continue")
+    })?;
+    bar.finish_and_clear();
+    for warning in &summary.warnings {
+        eprintln!("warning: {warning}");
+    }
+    for skipped in &summary.skipped {
+        eprintln!("skipped {}: {}", skipped.instance_id, skipped.reason);
+    }
+    eprintln!(
+        "{} episodes run now, {} already logged, {} skipped; log: {}",
+        summary.ran,
+        summary.already_logged,
+        summary.skipped.len(),
+        log.display()
+    );
+    print!("{}", render(&summarise(std::slice::from_ref(&args.out))?));
+    Ok(())
+}
+
+/// The figures of one run directory.
+#[derive(Debug, Serialize)]
+struct InteractSummary {
+    run: String,
+    tasks: usize,
+    query_tasks: usize,
+    management_tasks: usize,
+    phase1_success: f64,
+    phase2_success: f64,
+    mean_reward: f64,
+    mean_turns: f64,
+    agent_calls: u64,
+    simulator_calls: u64,
+    prompt_tokens: u64,
+    completion_tokens: u64,
+}
+
+fn summarise(runs: &[PathBuf]) -> Result<Vec<InteractSummary>> {
+    runs.iter().map(|dir| summarise_one(dir)).collect()
+}
+
+fn summarise_one(dir: &Path) -> Result<InteractSummary> {
+    let log = dir.join(LOG_FILE);
+    if !log.is_file() {
+        bail!(
+            "{} is not an interact run directory (no {LOG_FILE})",
+            dir.display()
+        );
+    }
+    let (_, loaded) = EpisodeLog::open(&log)?;
+    let records: Vec<EpisodeRecord> = loaded.records;
+    let n = records.len().max(1) as f64;
+    let share = |count: usize| count as f64 / n * 100.0;
+    Ok(InteractSummary {
+        run: dir.display().to_string(),
+        tasks: records.len(),
+        query_tasks: records
+            .iter()
+            .filter(|r| r.category == Category::Query)
+            .count(),
+        management_tasks: records
+            .iter()
+            .filter(|r| r.category == Category::Management)
+            .count(),
+        phase1_success: share(
+            records
+                .iter()
+                .filter(|r| r.trajectory.outcome.phase1_passed)
+                .count(),
+        ),
+        phase2_success: share(
+            records
+                .iter()
+                .filter(|r| r.trajectory.outcome.phase2_passed)
+                .count(),
+        ),
+        mean_reward: records
+            .iter()
+            .map(|r| r.trajectory.outcome.reward)
+            .sum::<f64>()
+            / n,
+        mean_turns: records
+            .iter()
+            .map(|r| r.trajectory.outcome.turns as f64)
+            .sum::<f64>()
+            / n,
+        agent_calls: records.iter().map(|r| r.agent_usage.calls).sum(),
+        simulator_calls: records.iter().map(|r| r.simulator_usage.calls).sum(),
+        prompt_tokens: records
+            .iter()
+            .map(|r| r.agent_usage.prompt_tokens + r.simulator_usage.prompt_tokens)
+            .sum(),
+        completion_tokens: records
+            .iter()
+            .map(|r| r.agent_usage.completion_tokens + r.simulator_usage.completion_tokens)
+            .sum(),
+    })
+}
+
+fn render(summaries: &[InteractSummary]) -> String {
+    let mut out = String::from(
+        "| run | tasks (Q/M) | phase 1 % | phase 2 % | reward | turns | agent calls | simulator calls | tokens (prompt/output) |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for s in summaries {
+        out.push_str(&format!(
+            "| {} | {} ({}/{}) | {:.1} | {:.1} | {:.3} | {:.1} | {} | {} | {}/{} |\n",
+            s.run,
+            s.tasks,
+            s.query_tasks,
+            s.management_tasks,
+            s.phase1_success,
+            s.phase2_success,
+            s.mean_reward,
+            s.mean_turns,
+            s.agent_calls,
+            s.simulator_calls,
+            s.prompt_tokens,
+            s.completion_tokens
+        ));
+    }
+    out
+}
+
+fn report(args: InteractReportArgs) -> Result<()> {
+    let summaries = summarise(&args.runs)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&summaries)?);
+    } else {
+        print!("{}", render(&summaries));
+    }
+    Ok(())
+}

@@ -1,0 +1,325 @@
+//! The dual-level memory of MERIT interact (paper 003, §5.1–5.2): episode-level memories of
+//! finished attempts and turn-level memories of single steps, each retrieved in two stages
+//! (embedding candidates, then a [`Selector`]).
+//!
+//! ```text
+//! finished Trajectory ──► InsightExtractor (one model call, one retry) ──► Insight
+//!          │                                                                  │
+//!          └──────────────► InteractMemory::commit(position, trajectory, insight, embedder)
+//!                                 ├─► episode bank: one EpisodeMemory (key: the request)
+//!                                 └─► turn bank: one TurnMemory per step (key: the state signature)
+//!
+//! before an episode:  memory.episodes_at(t, id) ─► retrieve(query = request)    ─► ≤ N injected
+//! before each turn:   memory.turns_at(t, id)    ─► retrieve(query = TurnState)  ─► ≤ N injected
+//! ```
+//!
+//! # What is shared with the repair memory
+//! One embedding, BM25 and causality layer serves both systems: cosine is
+//! `merit_memory::retrieve::dot` over vectors scaled by `merit_memory::memory::normalized`,
+//! BM25 is `merit_memory::retrieve::bm25_corpus_scores` (the same formula and parameters as the
+//! repair retrieval, with the candidate set as the corpus), tokens are
+//! `merit_memory::text::bm25_tokens`, and positions are `merit_memory::StreamPos`.
+//!
+//! # Invariants
+//! - **Causality.** Every read goes through a [`BankView`] fixed at a stream position t and the
+//!   current task instance: it sees only memories whose source episode was committed at a
+//!   position before t, and never one from the same instance. Episodes are committed in stream
+//!   order, each position at most once, and only once they have ended, so the current
+//!   episode's own steps are in no memory while it runs.
+//! - **Memories are built from trajectories only.** A [`Trajectory`] holds
+//!   the public task and what the agent was shown; no hidden task field has a path into an
+//!   entry (the integration tests plant markers in the ground truth and search the files).
+//!   Entries have no public constructor (`#[non_exhaustive]`).
+//! - **Files are append-only** (`episodes.jsonl`, `turns.jsonl`; one synced line per entry),
+//!   see [`store`].
+//!
+//! # Where the learned selectors go
+//! The PPO-trained selectors of §5.2 are later work. They implement [`Selector`] like the
+//! others: [`SelectionInput`] already carries the query embedding, every candidate's
+//! embedding and its [`CandidateFeatures`] (with [`CandidateFeatures::to_array`] as a fixed
+//! layout for a policy network), so a learned policy needs nothing else from this module.
+
+pub mod episode;
+pub mod insight;
+pub mod retrieve;
+pub mod select;
+pub mod store;
+pub mod turn;
+
+pub use episode::{EpisodeMemory, EpisodeQuery, EpisodeStep};
+pub use insight::{InfoGap, Insight, InsightConfig, InsightExtractor, InsightOutcome};
+pub use retrieve::{
+    retrieve, retrieve_with_vector, Candidate, CandidateFeatures, MemoryQuery, RetrievalConfig,
+    RetrievalError, Retrieved,
+};
+pub use select::{
+    Bm25Selector, CosineSelector, Level, ModelSelector, SelectError, Selection, SelectionInput,
+    Selector, SelectorCandidate,
+};
+pub use store::{Bank, BankView, LoadReport, MemoryRecord, EPISODE_FILE, TURN_FILE};
+pub use turn::{action_skeleton, mask_literals, TurnMemory, TurnState};
+
+pub use merit_memory::{Polarity, StreamPos};
+
+use crate::env::Trajectory;
+use merit_core::model::{Embedder, ModelError};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The template family of the memory prompts (insight extraction, the prompted selector);
+/// bump it whenever a `memory_*.txt` template changes.
+pub const MEMORY_PROMPT_FAMILY: &str = "merit-interact-memory-v1";
+
+/// The `prompt_version` of a memory request made from template `name`.
+pub fn memory_version(name: &str) -> String {
+    format!("{MEMORY_PROMPT_FAMILY}/{name}")
+}
+
+/// Which finished episodes and steps are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Retention {
+    /// Only positive memories: episodes that earned a reward, steps whose action did what
+    /// it was for (the paper's default).
+    #[default]
+    PositiveOnly,
+    /// Every episode and every step, each labelled with its polarity (the paper's Table 7
+    /// comparison).
+    All,
+}
+
+/// Settings of memory writing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryConfig {
+    /// Which memories are kept.
+    pub retention: Retention,
+    /// Observations are cut to this many characters in an episode memory.
+    pub episode_observation_chars: usize,
+    /// Observations and user answers are cut to this many characters in a turn memory.
+    pub turn_observation_chars: usize,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> MemoryConfig {
+        MemoryConfig {
+            retention: Retention::PositiveOnly,
+            episode_observation_chars: 400,
+            turn_observation_chars: 300,
+        }
+    }
+}
+
+/// Why the memory could not be read, written or extended.
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryError {
+    /// Filesystem failure.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// The operating system's reason.
+        source: std::io::Error,
+    },
+    /// A complete line of a memory file that is not a valid entry, or entries out of order.
+    #[error("{path} line {line}: {message}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// An entry could not be serialized (not expected; reported instead of panicking).
+    #[error("{path}: cannot serialize a memory entry: {message}")]
+    Serialize {
+        /// The file.
+        path: PathBuf,
+        /// serde's reason.
+        message: String,
+    },
+    /// The embedder failed.
+    #[error("the embedder failed: {0}")]
+    Embedding(#[from] ModelError),
+    /// The embedder returned an unusable vector.
+    #[error("bad vector: {0}")]
+    Vector(String),
+    /// Episodes must be committed in stream order, each position once.
+    #[error("cannot commit stream position {position}: position {last} is already committed (episodes are committed in stream order, each once)")]
+    OutOfOrder {
+        /// The position offered.
+        position: StreamPos,
+        /// The last committed position.
+        last: StreamPos,
+    },
+}
+
+pub(crate) fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> MemoryError + '_ {
+    move |source| MemoryError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// What one commit stored.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommitReport {
+    /// Id of the episode memory, when one was kept.
+    pub episode: Option<u64>,
+    /// Ids of the turn memories kept.
+    pub turns: Vec<u64>,
+}
+
+/// Both memory banks of one run, in memory or backed by a folder.
+#[derive(Debug)]
+pub struct InteractMemory {
+    episodes: Bank<EpisodeMemory>,
+    turns: Bank<TurnMemory>,
+    config: MemoryConfig,
+    /// The last committed stream position, including commits that kept nothing.
+    last: Option<StreamPos>,
+}
+
+impl InteractMemory {
+    /// An empty memory that lives only in this process.
+    pub fn in_memory(embedder: &dyn Embedder, config: MemoryConfig) -> InteractMemory {
+        InteractMemory {
+            episodes: Bank::new(embedder.dimension()),
+            turns: Bank::new(embedder.dimension()),
+            config,
+            last: None,
+        }
+    }
+
+    /// Opens (creating when needed) the memory folder `dir`: `episodes.jsonl` and
+    /// `turns.jsonl`, every entry re-embedded with `embedder` (vectors are not stored).
+    pub fn open(
+        dir: &Path,
+        embedder: &dyn Embedder,
+        config: MemoryConfig,
+    ) -> Result<(InteractMemory, LoadReport), MemoryError> {
+        std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+        let mut report = LoadReport::default();
+        let episodes = Bank::open(&dir.join(EPISODE_FILE), embedder, &mut report)?;
+        let turns = Bank::open(&dir.join(TURN_FILE), embedder, &mut report)?;
+        let last = episodes.last_position().max(turns.last_position());
+        Ok((
+            InteractMemory {
+                episodes,
+                turns,
+                config,
+                last,
+            },
+            report,
+        ))
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &MemoryConfig {
+        &self.config
+    }
+
+    /// The last committed stream position (a resumed run continues after it).
+    pub fn last_committed(&self) -> Option<StreamPos> {
+        self.last
+    }
+
+    /// Every episode memory, in commit order (for inspection; retrieval goes through views).
+    pub fn episode_bank(&self) -> &Bank<EpisodeMemory> {
+        &self.episodes
+    }
+
+    /// Every turn memory, in commit order.
+    pub fn turn_bank(&self) -> &Bank<TurnMemory> {
+        &self.turns
+    }
+
+    /// The episode memories an episode at stream position `position` on task `instance_id`
+    /// may see.
+    pub fn episodes_at<'m>(
+        &'m self,
+        position: StreamPos,
+        instance_id: &'m str,
+    ) -> BankView<'m, EpisodeMemory> {
+        self.episodes.view_at(position, instance_id)
+    }
+
+    /// The turn memories an episode at stream position `position` on task `instance_id` may
+    /// see.
+    pub fn turns_at<'m>(
+        &'m self,
+        position: StreamPos,
+        instance_id: &'m str,
+    ) -> BankView<'m, TurnMemory> {
+        self.turns.view_at(position, instance_id)
+    }
+
+    /// Turns a finished episode into memories: one episode memory (with `insight`, from
+    /// [`InsightExtractor`]) and one turn memory per step, filtered by the retention rule,
+    /// appended (and synced) before they become visible. Call it once the agent loop has
+    /// returned (whatever ended it), never during the episode. `position` must follow every
+    /// committed position.
+    ///
+    /// A crash between the two files can leave a position in one bank only; memory files
+    /// are derived data, and a resumed run rebuilds them from the episode log.
+    pub fn commit(
+        &mut self,
+        position: StreamPos,
+        trajectory: &Trajectory,
+        insight: Option<Insight>,
+        embedder: &dyn Embedder,
+    ) -> Result<CommitReport, MemoryError> {
+        if let Some(last) = self.last {
+            if position <= last {
+                return Err(MemoryError::OutOfOrder { position, last });
+            }
+        }
+        let keep = |polarity: Polarity| {
+            self.config.retention == Retention::All || polarity == Polarity::Positive
+        };
+        let episode = EpisodeMemory::from_trajectory(position, trajectory, insight, &self.config);
+        let turns: Vec<TurnMemory> =
+            TurnMemory::from_trajectory(position, trajectory, &self.config)
+                .into_iter()
+                .filter(|t| keep(t.polarity))
+                .collect();
+        let keep_episode = keep(episode.polarity);
+        // Turns first: the episode line is the last thing a commit writes.
+        let turn_ids = self.turns.append(turns, embedder)?;
+        let episode_id = if keep_episode {
+            self.episodes.append(vec![episode], embedder)?.pop()
+        } else {
+            None
+        };
+        self.last = Some(position);
+        Ok(CommitReport {
+            episode: episode_id,
+            turns: turn_ids,
+        })
+    }
+}
+
+/// Cuts `text` after `limit` characters, marking the cut.
+pub(crate) fn cut(text: &str, limit: usize) -> String {
+    match text.char_indices().nth(limit) {
+        Some((end, _)) => format!("{} …", text[..end].trim_end()),
+        None => text.to_string(),
+    }
+}
+
+/// An observation without the environment's bookkeeping lines (budget note, end notes),
+/// which say nothing about the action's result.
+pub(crate) fn observation_body(observation: &str) -> String {
+    observation
+        .lines()
+        .filter(|line| {
+            let line = line.trim_start();
+            !(line.starts_with("[Budget:")
+                || line.starts_with("[Task finished.")
+                || line.starts_with("The turn limit is reached;"))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        .trim()
+        .to_string()
+}

@@ -1,0 +1,444 @@
+//! One memory bank per level: entries in commit order, their unit key vectors, the causal
+//! views, and the append-only JSONL file behind them.
+//!
+//! ```text
+//! <dir>/episodes.jsonl   one EpisodeMemory per line, in commit order
+//! <dir>/turns.jsonl      one TurnMemory per line, in commit order
+//! ```
+//!
+//! Each line is a JSON object whose first field is `format`. Appending writes whole lines
+//! with one `write` and syncs before the entries become visible, so an entry counts as
+//! committed exactly when its newline is on disk. Loading tolerates one thing: a last line
+//! without its newline that does not parse (a write cut short by a crash) is dropped with a
+//! warning, and reopening for append cuts it off. Anything else (a broken or empty line,
+//! another format, an unknown field, ids not counting up from 0, stream positions going
+//! backwards) is [`MemoryError::Corrupt`] naming the file and the line. Vectors are not
+//! stored: loading re-embeds every key with the embedder at hand, as the repair memory does.
+
+use super::{io_error, Level, MemoryError, Polarity, StreamPos};
+use merit_core::model::Embedder;
+use merit_memory::memory::normalized;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::fs::{File, OpenOptions};
+use std::io::{Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+/// File name of the episode-level bank.
+pub const EPISODE_FILE: &str = "episodes.jsonl";
+/// File name of the turn-level bank.
+pub const TURN_FILE: &str = "turns.jsonl";
+
+/// What a bank needs to know about its entries.
+pub trait MemoryRecord: Serialize + DeserializeOwned {
+    /// The `format` every entry of this kind carries.
+    const FORMAT: &'static str;
+    /// Which level the entries belong to.
+    const LEVEL: Level;
+    /// The entry's `format` field.
+    fn format(&self) -> &str;
+    /// The id assigned at commit (0, 1, 2, … in commit order).
+    fn id(&self) -> u64;
+    /// Sets the id (only the bank does, at commit).
+    #[doc(hidden)]
+    fn set_id(&mut self, id: u64);
+    /// Stream position of the source episode.
+    fn stream_pos(&self) -> StreamPos;
+    /// The source task instance.
+    fn instance_id(&self) -> &str;
+    /// Positive or negative.
+    fn polarity(&self) -> Polarity;
+    /// Reward of the source episode.
+    fn episode_reward(&self) -> f64;
+    /// The text whose embedding is the entry's retrieval key.
+    fn key_text(&self) -> String;
+    /// The text BM25 compares the query with.
+    fn lexical_text(&self) -> String;
+    /// The compact summary shown to a prompted selector (and, later, injected as a hint).
+    fn summary(&self) -> String;
+}
+
+/// What opening a memory folder found besides the entries.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoadReport {
+    /// Warnings (torn last lines) for the caller to show.
+    pub warnings: Vec<String>,
+    /// Episode memories loaded.
+    pub episodes: usize,
+    /// Turn memories loaded.
+    pub turns: usize,
+}
+
+/// One level's memories and key vectors, optionally backed by a file.
+#[derive(Debug)]
+pub struct Bank<R> {
+    entries: Vec<R>,
+    /// Unit key vectors, `dimension` floats per entry, in entry order.
+    vectors: Vec<f32>,
+    dimension: usize,
+    writer: Option<Appender>,
+}
+
+impl<R: MemoryRecord> Bank<R> {
+    /// An empty bank for `dimension`-dimensional keys, not backed by a file.
+    pub fn new(dimension: usize) -> Bank<R> {
+        Bank {
+            entries: Vec::new(),
+            vectors: Vec::new(),
+            dimension,
+            writer: None,
+        }
+    }
+
+    /// Loads `path` (a missing file is an empty bank), embeds every key, and opens the file
+    /// for appending.
+    pub fn open(
+        path: &Path,
+        embedder: &dyn Embedder,
+        report: &mut LoadReport,
+    ) -> Result<Bank<R>, MemoryError> {
+        let loaded = read_bank::<R>(path)?;
+        report.warnings.extend(loaded.warnings);
+        match R::LEVEL {
+            Level::Episode => report.episodes += loaded.entries.len(),
+            Level::Turn => report.turns += loaded.entries.len(),
+        }
+        let mut bank = Bank::new(embedder.dimension());
+        let vectors = bank.embed(&loaded.entries, embedder)?;
+        bank.entries = loaded.entries;
+        bank.vectors = vectors;
+        bank.writer = Some(Appender::open(
+            path,
+            loaded.good_length,
+            loaded.missing_newline,
+        )?);
+        Ok(bank)
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// `true` when the bank holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Every entry in commit order (for inspection; retrieval goes through views).
+    pub fn entries(&self) -> &[R] {
+        &self.entries
+    }
+
+    /// Dimension of the key vectors.
+    pub fn dimension(&self) -> usize {
+        self.dimension
+    }
+
+    /// The unit key vector of entry `index` (`None` past the end).
+    pub fn vector(&self, index: usize) -> Option<&[f32]> {
+        self.vectors
+            .get(index * self.dimension..(index + 1) * self.dimension)
+    }
+
+    /// The key vector of an entry known to exist (indices from this bank's own listing).
+    pub(crate) fn vector_of(&self, index: usize) -> &[f32] {
+        self.vector(index).unwrap_or(&[])
+    }
+
+    /// The stream position of the newest entry.
+    pub fn last_position(&self) -> Option<StreamPos> {
+        self.entries.last().map(MemoryRecord::stream_pos)
+    }
+
+    /// The entries visible to an episode at `position` on task `instance_id`: source position
+    /// before `position`, another instance.
+    pub fn view_at<'b>(&'b self, position: StreamPos, instance_id: &'b str) -> BankView<'b, R> {
+        // Entries are in stream order, so the visible ones are a prefix minus one instance.
+        let cutoff = self.entries.partition_point(|e| e.stream_pos() < position);
+        BankView {
+            bank: self,
+            position,
+            instance_id,
+            cutoff,
+        }
+    }
+
+    fn embed(&self, entries: &[R], embedder: &dyn Embedder) -> Result<Vec<f32>, MemoryError> {
+        if entries.is_empty() {
+            return Ok(Vec::new());
+        }
+        let texts: Vec<String> = entries.iter().map(MemoryRecord::key_text).collect();
+        let vectors = embedder.embed(&texts)?;
+        if vectors.len() != texts.len() {
+            return Err(MemoryError::Vector(format!(
+                "the embedder returned {} vectors for {} texts",
+                vectors.len(),
+                texts.len()
+            )));
+        }
+        let mut flat = Vec::with_capacity(texts.len() * self.dimension);
+        for vector in vectors {
+            let unit = normalized(vector, self.dimension)
+                .map_err(|e| MemoryError::Vector(e.to_string()))?;
+            flat.extend_from_slice(&unit);
+        }
+        Ok(flat)
+    }
+
+    /// Assigns ids, embeds, writes (and syncs) the entries, then makes them visible. All
+    /// entries must come from one episode, at a position after every stored one.
+    pub(crate) fn append(
+        &mut self,
+        mut entries: Vec<R>,
+        embedder: &dyn Embedder,
+    ) -> Result<Vec<u64>, MemoryError> {
+        if entries.is_empty() {
+            return Ok(Vec::new());
+        }
+        let first = self.entries.len() as u64;
+        for (offset, entry) in entries.iter_mut().enumerate() {
+            entry.set_id(first + offset as u64);
+        }
+        let vectors = self.embed(&entries, embedder)?;
+        if let Some(writer) = &mut self.writer {
+            let mut text = String::new();
+            for entry in &entries {
+                let line = serde_json::to_string(entry).map_err(|e| MemoryError::Serialize {
+                    path: writer.path.clone(),
+                    message: e.to_string(),
+                })?;
+                text.push_str(&line);
+                text.push('\n');
+            }
+            writer.append(text.as_bytes())?;
+        }
+        let ids = entries.iter().map(MemoryRecord::id).collect();
+        self.entries.extend(entries);
+        self.vectors.extend(vectors);
+        Ok(ids)
+    }
+}
+
+/// A bank as seen from one stream position and task instance: the causal boundary. Every
+/// retrieval goes through one.
+#[derive(Debug, Clone, Copy)]
+pub struct BankView<'b, R> {
+    bank: &'b Bank<R>,
+    position: StreamPos,
+    instance_id: &'b str,
+    cutoff: usize,
+}
+
+impl<'b, R: MemoryRecord> BankView<'b, R> {
+    /// The view's stream position.
+    pub fn position(&self) -> StreamPos {
+        self.position
+    }
+
+    /// The current task instance, whose memories are never visible.
+    pub fn instance_id(&self) -> &'b str {
+        self.instance_id
+    }
+
+    /// The bank.
+    pub fn bank(&self) -> &'b Bank<R> {
+        self.bank
+    }
+
+    /// Indices (into the bank) of the visible entries, in commit order.
+    pub fn visible(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.cutoff).filter(|&i| self.bank.entries[i].instance_id() != self.instance_id)
+    }
+
+    /// The visible entries, in commit order.
+    pub fn entries(&self) -> impl Iterator<Item = &'b R> + '_ {
+        let bank = self.bank;
+        self.visible().map(move |i| &bank.entries[i])
+    }
+
+    /// Number of visible entries.
+    pub fn len(&self) -> usize {
+        self.visible().count()
+    }
+
+    /// `true` when nothing is visible.
+    pub fn is_empty(&self) -> bool {
+        self.visible().next().is_none()
+    }
+}
+
+/// A bank file as read.
+struct Loaded<R> {
+    entries: Vec<R>,
+    good_length: u64,
+    missing_newline: bool,
+    warnings: Vec<String>,
+}
+
+fn corrupt(path: &Path, line: usize, message: impl Into<String>) -> MemoryError {
+    MemoryError::Corrupt {
+        path: path.to_path_buf(),
+        line,
+        message: message.into(),
+    }
+}
+
+fn read_bank<R: MemoryRecord>(path: &Path) -> Result<Loaded<R>, MemoryError> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(error) => return Err(io_error(path)(error)),
+    };
+    let mut loaded = Loaded {
+        entries: Vec::new(),
+        good_length: 0,
+        missing_newline: false,
+        warnings: Vec::new(),
+    };
+    let mut start = 0usize;
+    let mut number = 0usize;
+    while start < bytes.len() {
+        number += 1;
+        let (end, terminated) = match bytes[start..].iter().position(|&b| b == b'\n') {
+            Some(offset) => (start + offset, true),
+            None => (bytes.len(), false),
+        };
+        let raw = &bytes[start..end];
+        match parse_line::<R>(raw) {
+            Ok(entry) => {
+                let expected = loaded.entries.len() as u64;
+                if entry.id() != expected {
+                    return Err(corrupt(
+                        path,
+                        number,
+                        format!("id {} where id {expected} was expected (ids count up from 0 in commit order)", entry.id()),
+                    ));
+                }
+                if let Some(previous) = loaded.entries.last() {
+                    let previous: &R = previous;
+                    let same_episode = previous.stream_pos() == entry.stream_pos()
+                        && previous.instance_id() == entry.instance_id();
+                    if entry.stream_pos() < previous.stream_pos()
+                        || (entry.stream_pos() == previous.stream_pos() && !same_episode)
+                    {
+                        return Err(corrupt(
+                            path,
+                            number,
+                            format!(
+                                "stream position {} (task `{}`) does not follow position {} (task `{}`); entries must be committed in stream order, one episode per position",
+                                entry.stream_pos(),
+                                entry.instance_id(),
+                                previous.stream_pos(),
+                                previous.instance_id()
+                            ),
+                        ));
+                    }
+                    if R::LEVEL == Level::Episode && entry.stream_pos() == previous.stream_pos() {
+                        return Err(corrupt(
+                            path,
+                            number,
+                            format!(
+                                "a second episode memory for stream position {}",
+                                entry.stream_pos()
+                            ),
+                        ));
+                    }
+                }
+                loaded.entries.push(entry);
+                loaded.good_length = end as u64 + u64::from(terminated);
+                loaded.missing_newline = !terminated;
+            }
+            Err(message) if !terminated => {
+                loaded.warnings.push(format!(
+                    "{} line {number}: ignoring a torn last line ({} bytes, no newline): {message}",
+                    path.display(),
+                    raw.len()
+                ));
+            }
+            Err(message) => return Err(corrupt(path, number, message)),
+        }
+        start = end + 1;
+    }
+    Ok(loaded)
+}
+
+fn parse_line<R: MemoryRecord>(raw: &[u8]) -> Result<R, String> {
+    let text = std::str::from_utf8(raw).map_err(|_| "the line is not valid UTF-8".to_string())?;
+    if text.trim().is_empty() {
+        return Err("empty line".to_string());
+    }
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let format = value.get("format").and_then(|f| f.as_str()).unwrap_or("");
+    if format != R::FORMAT {
+        return Err(format!("format `{format}` is not `{}`", R::FORMAT));
+    }
+    serde_json::from_value(value).map_err(|e| format!("not a memory entry: {e}"))
+}
+
+/// An append-only file: whole lines, synced, cut back on a failed write.
+#[derive(Debug)]
+struct Appender {
+    path: PathBuf,
+    file: File,
+    length: u64,
+}
+
+impl Appender {
+    fn open(path: &Path, good_length: u64, missing_newline: bool) -> Result<Appender, MemoryError> {
+        let file = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .write(true)
+            .truncate(false)
+            .open(path)
+            .map_err(io_error(path))?;
+        let on_disk = file.metadata().map_err(io_error(path))?.len();
+        let mut appender = Appender {
+            path: path.to_path_buf(),
+            file,
+            length: good_length,
+        };
+        if on_disk != good_length {
+            // Drop the torn tail so the next entry starts on a line of its own.
+            appender
+                .file
+                .set_len(good_length)
+                .and_then(|()| appender.file.sync_all())
+                .map_err(io_error(path))?;
+        }
+        if missing_newline {
+            appender.append(b"\n")?;
+        }
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            // The file may have just been created: make its directory entry durable.
+            #[cfg(unix)]
+            File::open(parent)
+                .and_then(|d| d.sync_all())
+                .map_err(io_error(parent))?;
+            #[cfg(not(unix))]
+            let _ = parent;
+        }
+        Ok(appender)
+    }
+
+    fn append(&mut self, bytes: &[u8]) -> Result<(), MemoryError> {
+        let result = self
+            .file
+            .seek(SeekFrom::Start(self.length))
+            .and_then(|_| self.file.write_all(bytes))
+            .and_then(|()| self.file.sync_data());
+        match result {
+            Ok(()) => {
+                self.length += bytes.len() as u64;
+                Ok(())
+            }
+            Err(error) => {
+                // Never leave half a line in front of later ones.
+                let _ = self.file.set_len(self.length);
+                Err(io_error(&self.path)(error))
+            }
+        }
+    }
+}
