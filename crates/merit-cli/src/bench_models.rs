@@ -7,11 +7,8 @@
 //! 2. **A 7-step repair-like episode**: the initial prompt, then six rounds of "the query was
 //!    wrong, here is the feedback, write a corrected one", each step re-sending the whole
 //!    growing conversation. It runs once with prefix reuse (only the new suffix of each prompt
-//!    is evaluated) and once without (every prompt from scratch), each with and without
-//!    prompt-lookup decoding (greedy drafts copied from the prompt, checked in one batch):
-//!    four runs. The later runs replay the replies of the first as the assistant turns, so all
-//!    runs send exactly the same prompts; the benchmark also reports whether every run
-//!    produced the same replies (lookup must not change greedy output).
+//!    is evaluated) and once without (every prompt from scratch). The second run replays the
+//!    replies of the first as the assistant turns, so both runs send exactly the same prompts.
 //! 3. **Embedder throughput**: sentences per second at batch 32, and the latency of one.
 
 use crate::ask_cmd::{load_chat_model_with_threads, load_embedder, reexec_with_passive_openmp};
@@ -160,66 +157,32 @@ fn bench_chat(args: &ModelsBenchArgs) -> Result<()> {
         return Ok(());
     }
 
-    // 2. The repair-like episode, with and without prefix reuse and prompt lookup.
+    // 2. The repair-like episode, with and without prefix reuse.
     let step_decoding = Decoding {
         max_tokens: args.step_tokens,
         ..Decoding::default()
     };
-    let variants = [
-        ("reuse + lookup", true, true),
-        ("reuse only", true, false),
-        ("lookup only", false, true),
-        ("neither", false, false),
-    ];
-    let mut runs: Vec<(&str, EpisodeRun)> = Vec::new();
-    for (label, reuse, lookup) in variants {
-        chat.set_prefix_reuse(reuse);
-        chat.set_prompt_lookup(lookup);
-        chat.clear_cache()?;
-        let replay = runs.first().map(|(_, first)| first.replies.as_slice());
-        let run = run_episode(&chat, &request, &step_decoding, replay)?;
-        runs.push((label, run));
-    }
     chat.set_prefix_reuse(true);
-    chat.set_prompt_lookup(true);
-    for (label, run) in &runs {
+    chat.clear_cache()?;
+    let with_reuse = run_episode(&chat, &request, &step_decoding, None)?;
+    chat.set_prefix_reuse(false);
+    let without_reuse = run_episode(&chat, &request, &step_decoding, Some(&with_reuse.replies))?;
+    chat.set_prefix_reuse(true);
+    for (label, run) in [
+        ("with prefix reuse", &with_reuse),
+        ("without prefix reuse", &without_reuse),
+    ] {
         println!(
-            "7-step episode, {label}: {:.1} s (prompt {:.1} s, generation {:.1} s); prompt \
-             tokens sent {}, evaluated {}, generated {} in {} model steps ({:.1} tok/s), \
-             drafted {}, accepted {}",
+            "7-step episode {label}: {:.1} s; prompt tokens sent {}, evaluated {}, generated {}",
             run.total.as_secs_f64(),
-            run.prompt_time.as_secs_f64(),
-            run.generation_time.as_secs_f64(),
             run.prompt_tokens,
             run.evaluated_tokens,
-            run.completion_tokens,
-            run.generation_steps,
-            run.completion_tokens as f64 / run.generation_time.as_secs_f64().max(1e-9),
-            run.drafted_tokens,
-            run.accepted_tokens
+            run.completion_tokens
         );
     }
-    let identical = runs.iter().all(|(_, run)| run.replies == runs[0].1.replies);
     println!(
-        "replies identical in all four runs: {}",
-        if identical { "yes" } else { "NO" }
-    );
-    let time = |label: &str| {
-        runs.iter()
-            .find(|(name, _)| *name == label)
-            .map_or(f64::NAN, |(_, run)| run.total.as_secs_f64().max(1e-9))
-    };
-    println!(
-        "ratio episode time without/with prefix reuse (no lookup): {:.2}x",
-        time("neither") / time("reuse only")
-    );
-    println!(
-        "ratio episode time without/with prompt lookup (with reuse): {:.2}x",
-        time("reuse only") / time("reuse + lookup")
-    );
-    println!(
-        "ratio episode time neither/reuse + lookup: {:.2}x (target >= 3x)",
-        time("neither") / time("reuse + lookup")
+        "ratio episode time without/with prefix reuse: {:.2}x (target >= 3x)",
+        without_reuse.total.as_secs_f64() / with_reuse.total.as_secs_f64().max(1e-9)
     );
     Ok(())
 }
@@ -230,11 +193,6 @@ struct EpisodeRun {
     prompt_tokens: u64,
     evaluated_tokens: u64,
     completion_tokens: u64,
-    prompt_time: Duration,
-    generation_time: Duration,
-    generation_steps: u64,
-    drafted_tokens: u64,
-    accepted_tokens: u64,
     replies: Vec<String>,
 }
 
@@ -269,11 +227,6 @@ fn run_episode(
         prompt_tokens: 0,
         evaluated_tokens: 0,
         completion_tokens: 0,
-        prompt_time: Duration::ZERO,
-        generation_time: Duration::ZERO,
-        generation_steps: 0,
-        drafted_tokens: 0,
-        accepted_tokens: 0,
         replies: Vec::new(),
     };
     for step in 0..=FEEDBACK.len() {
@@ -296,11 +249,6 @@ fn run_episode(
         run.prompt_tokens += u64::from(stats.prompt_tokens);
         run.evaluated_tokens += u64::from(stats.evaluated_tokens);
         run.completion_tokens += u64::from(stats.completion_tokens);
-        run.prompt_time += stats.prompt_time;
-        run.generation_time += stats.generation_time;
-        run.generation_steps += u64::from(stats.generation_steps);
-        run.drafted_tokens += u64::from(stats.drafted_tokens);
-        run.accepted_tokens += u64::from(stats.accepted_tokens);
         run.replies.push(reply.text);
     }
     Ok(run)
