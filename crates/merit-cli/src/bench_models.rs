@@ -7,8 +7,11 @@
 //! 2. **A 7-step repair-like episode**: the initial prompt, then six rounds of "the query was
 //!    wrong, here is the feedback, write a corrected one", each step re-sending the whole
 //!    growing conversation. It runs once with prefix reuse (only the new suffix of each prompt
-//!    is evaluated) and once without (every prompt from scratch). The second run replays the
-//!    replies of the first as the assistant turns, so both runs send exactly the same prompts.
+//!    is evaluated) and once without (every prompt from scratch), each with and without
+//!    prompt-lookup decoding (greedy drafts copied from the prompt, checked in one batch):
+//!    four runs. The later runs replay the replies of the first as the assistant turns, so all
+//!    runs send exactly the same prompts; the benchmark also reports whether every run
+//!    produced the same replies (lookup must not change greedy output).
 //! 3. **Embedder throughput**: sentences per second at batch 32, and the latency of one.
 
 use crate::ask_cmd::{load_chat_model_with_threads, load_embedder, reexec_with_passive_openmp};
@@ -18,7 +21,7 @@ use merit_agent::prompts::initial::{initial_request, schema_from_database, Initi
 use merit_core::model::{ChatMessage, ChatRequest, Decoding, Embedder};
 use merit_core::Benchmark;
 use merit_data::DatabaseDir;
-use merit_models::llama::{CallStats, LlamaChat, DEFAULT_CONTEXT_SIZE};
+use merit_models::llama::{CallStats, LlamaChat, PromptLookup, DEFAULT_CONTEXT_SIZE};
 use merit_sql::{Dialect, SqliteDatabase};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -60,6 +63,10 @@ pub struct ModelsBenchArgs {
     /// Skip the 7-step episode.
     #[arg(long)]
     no_episode: bool,
+    /// Also run the episode (with prefix reuse) under each of these prompt-lookup settings,
+    /// written `MAX_NGRAM:MIN_NGRAM:MAX_DRAFT` (e.g. `3:1:10,4:2:16`), to tune them.
+    #[arg(long, value_delimiter = ',')]
+    lookup_sweep: Vec<String>,
     /// Skip the chat model.
     #[arg(long)]
     no_chat: bool,
@@ -157,32 +164,88 @@ fn bench_chat(args: &ModelsBenchArgs) -> Result<()> {
         return Ok(());
     }
 
-    // 2. The repair-like episode, with and without prefix reuse.
+    // 2. The repair-like episode, with and without prefix reuse and prompt lookup.
     let step_decoding = Decoding {
         max_tokens: args.step_tokens,
         ..Decoding::default()
     };
+    let variants = [
+        ("reuse + lookup", true, true),
+        ("reuse only", true, false),
+        ("lookup only", false, true),
+        ("neither", false, false),
+    ];
+    let mut runs: Vec<(&str, EpisodeRun)> = Vec::new();
+    for (label, reuse, lookup) in variants {
+        chat.set_prefix_reuse(reuse);
+        chat.set_prompt_lookup(lookup);
+        chat.clear_cache()?;
+        let replay = runs.first().map(|(_, first)| first.replies.as_slice());
+        let run = run_episode(&chat, &request, &step_decoding, replay)?;
+        runs.push((label, run));
+    }
     chat.set_prefix_reuse(true);
-    chat.clear_cache()?;
-    let with_reuse = run_episode(&chat, &request, &step_decoding, None)?;
-    chat.set_prefix_reuse(false);
-    let without_reuse = run_episode(&chat, &request, &step_decoding, Some(&with_reuse.replies))?;
-    chat.set_prefix_reuse(true);
-    for (label, run) in [
-        ("with prefix reuse", &with_reuse),
-        ("without prefix reuse", &without_reuse),
-    ] {
+    chat.set_prompt_lookup(false);
+    for (label, run) in &runs {
         println!(
-            "7-step episode {label}: {:.1} s; prompt tokens sent {}, evaluated {}, generated {}",
+            "7-step episode, {label}: {:.1} s (prompt {:.1} s, generation {:.1} s); prompt \
+             tokens sent {}, evaluated {}, generated {} in {} model steps ({:.1} tok/s), \
+             drafted {}, accepted {}",
             run.total.as_secs_f64(),
+            run.prompt_time.as_secs_f64(),
+            run.generation_time.as_secs_f64(),
             run.prompt_tokens,
             run.evaluated_tokens,
-            run.completion_tokens
+            run.completion_tokens,
+            run.generation_steps,
+            run.completion_tokens as f64 / run.generation_time.as_secs_f64().max(1e-9),
+            run.drafted_tokens,
+            run.accepted_tokens
         );
     }
+    for setting in &args.lookup_sweep {
+        let params = parse_lookup(setting)?;
+        chat.set_prompt_lookup_params(Some(params));
+        chat.clear_cache()?;
+        let run = run_episode(&chat, &request, &step_decoding, Some(&runs[0].1.replies))?;
+        println!(
+            "7-step episode, reuse + lookup {setting}: {:.1} s (generation {:.1} s, {} steps \
+             for {} tokens, drafted {}, accepted {}); same replies: {}",
+            run.total.as_secs_f64(),
+            run.generation_time.as_secs_f64(),
+            run.generation_steps,
+            run.completion_tokens,
+            run.drafted_tokens,
+            run.accepted_tokens,
+            if run.replies == runs[0].1.replies {
+                "yes"
+            } else {
+                "NO"
+            }
+        );
+    }
+    chat.set_prompt_lookup(false);
+    let identical = runs.iter().all(|(_, run)| run.replies == runs[0].1.replies);
     println!(
-        "ratio episode time without/with prefix reuse: {:.2}x (target >= 3x)",
-        without_reuse.total.as_secs_f64() / with_reuse.total.as_secs_f64().max(1e-9)
+        "replies identical in all four runs: {}",
+        if identical { "yes" } else { "NO" }
+    );
+    let time = |label: &str| {
+        runs.iter()
+            .find(|(name, _)| *name == label)
+            .map_or(f64::NAN, |(_, run)| run.total.as_secs_f64().max(1e-9))
+    };
+    println!(
+        "ratio episode time without/with prefix reuse (no lookup): {:.2}x",
+        time("neither") / time("reuse only")
+    );
+    println!(
+        "ratio episode time without/with prompt lookup (with reuse): {:.2}x",
+        time("reuse only") / time("reuse + lookup")
+    );
+    println!(
+        "ratio episode time neither/reuse + lookup: {:.2}x (target >= 3x)",
+        time("neither") / time("reuse + lookup")
     );
     Ok(())
 }
@@ -193,6 +256,11 @@ struct EpisodeRun {
     prompt_tokens: u64,
     evaluated_tokens: u64,
     completion_tokens: u64,
+    prompt_time: Duration,
+    generation_time: Duration,
+    generation_steps: u64,
+    drafted_tokens: u64,
+    accepted_tokens: u64,
     replies: Vec<String>,
 }
 
@@ -227,6 +295,11 @@ fn run_episode(
         prompt_tokens: 0,
         evaluated_tokens: 0,
         completion_tokens: 0,
+        prompt_time: Duration::ZERO,
+        generation_time: Duration::ZERO,
+        generation_steps: 0,
+        drafted_tokens: 0,
+        accepted_tokens: 0,
         replies: Vec::new(),
     };
     for step in 0..=FEEDBACK.len() {
@@ -249,6 +322,11 @@ fn run_episode(
         run.prompt_tokens += u64::from(stats.prompt_tokens);
         run.evaluated_tokens += u64::from(stats.evaluated_tokens);
         run.completion_tokens += u64::from(stats.completion_tokens);
+        run.prompt_time += stats.prompt_time;
+        run.generation_time += stats.generation_time;
+        run.generation_steps += u64::from(stats.generation_steps);
+        run.drafted_tokens += u64::from(stats.drafted_tokens);
+        run.accepted_tokens += u64::from(stats.accepted_tokens);
         run.replies.push(reply.text);
     }
     Ok(run)
@@ -318,6 +396,30 @@ fn memory_like_sentences(count: usize) -> Vec<String> {
             )
         })
         .collect()
+}
+
+/// Reads a `--lookup-sweep` setting, `MAX_NGRAM:MIN_NGRAM:MAX_DRAFT`.
+fn parse_lookup(setting: &str) -> Result<PromptLookup> {
+    let numbers: Vec<usize> = setting
+        .split(':')
+        .map(|part| part.trim().parse::<usize>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| {
+            anyhow!("--lookup-sweep {setting:?}: expected MAX_NGRAM:MIN_NGRAM:MAX_DRAFT")
+        })?;
+    match numbers[..] {
+        [max_ngram, min_ngram, max_draft] if min_ngram >= 1 && min_ngram <= max_ngram => {
+            Ok(PromptLookup {
+                max_ngram,
+                min_ngram,
+                max_draft,
+            })
+        }
+        _ => Err(anyhow!(
+            "--lookup-sweep {setting:?}: expected MAX_NGRAM:MIN_NGRAM:MAX_DRAFT with \
+             1 <= MIN_NGRAM <= MAX_NGRAM"
+        )),
+    }
 }
 
 fn rate(tokens: u32, time: Duration) -> f64 {

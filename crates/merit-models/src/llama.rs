@@ -19,6 +19,16 @@
 //! 3. Tokens are chosen greedily (or sampled with `temperature` and `seed` when asked) until an
 //!    end-of-generation token (for Qwen 151645 `<|im_end|>` and 151643 `<|endoftext|>`), a
 //!    [`Decoding::stop`] string, [`Decoding::max_tokens`], or the end of the context window.
+//! 4. With greedy decoding and [`LlamaConfig::prompt_lookup`] set, generation is sped up by
+//!    prompt-lookup (n-gram) speculative decoding: the last few generated tokens are looked up
+//!    in the prompt and the reply so far ([`PromptLookup`]), the tokens that followed them are
+//!    proposed as a draft, and the last chosen token and the draft are evaluated in one batch
+//!    with logits at every position. The draft is accepted as long as each token is the
+//!    greedy choice after the ones before it; at the first disagreement the model's own
+//!    choice is taken, and the rejected tokens are removed from the KV cache. The reply is
+//!    the one token-by-token greedy decoding gives (up to the floating-point rounding of
+//!    batched evaluation, which the tests compare), with fewer sequential model calls: a
+//!    repair reply copies most of the previous SQL, which is in the prompt.
 //!
 //! # Threads
 //!
@@ -29,12 +39,16 @@
 //! own thread pool), which is why running calls side by side would not be faster anyway. For
 //! real parallelism, load several [`LlamaChat`]s (each has its own KV cache and its own memory).
 
+mod lookup;
+
+pub use lookup::PromptLookup;
+
 use merit_core::model::{ChatMessage, ChatModel, ChatReply, ChatRequest, ModelError, Role};
 use std::num::NonZeroU32;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, OnceLock};
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -80,6 +94,15 @@ pub struct LlamaConfig {
     /// Extra token ids that end generation, besides the GGUF's own end-of-generation tokens;
     /// default [`QWEN_STOP_TOKEN_IDS`].
     pub stop_token_ids: Vec<i32>,
+    /// Prompt-lookup speculative decoding for greedy requests (see the [module docs](self));
+    /// `None` (the default) decodes one token per model evaluation. Off by default because on
+    /// the 2-core benchmark machine it was slower, not faster: the replies were identical, the
+    /// model steps 4x fewer, but each batched step (logits at every draft position, about
+    /// half the draft tokens rejected) cost about 5x a single-token step. Machines with
+    /// more cores, or a GPU, make batched steps relatively cheaper; measure with
+    /// `merit bench models`. Sampled requests (`temperature > 0`) never use it. Can also be
+    /// switched at run time with [`LlamaChat::set_prompt_lookup`].
+    pub prompt_lookup: Option<PromptLookup>,
 }
 
 impl LlamaConfig {
@@ -99,6 +122,7 @@ impl LlamaConfig {
             batch_size: 512,
             prefix_reuse: true,
             stop_token_ids: QWEN_STOP_TOKEN_IDS.to_vec(),
+            prompt_lookup: None,
         }
     }
 
@@ -125,6 +149,22 @@ impl LlamaConfig {
         self.prefix_reuse = on;
         self
     }
+
+    /// Turns prompt-lookup decoding on (with the current or default parameters) or off.
+    pub fn with_prompt_lookup(mut self, on: bool) -> LlamaConfig {
+        self.prompt_lookup = if on {
+            Some(self.prompt_lookup.unwrap_or_default())
+        } else {
+            None
+        };
+        self
+    }
+
+    /// Turns prompt-lookup decoding on with the given parameters.
+    pub fn with_prompt_lookup_params(mut self, params: PromptLookup) -> LlamaConfig {
+        self.prompt_lookup = Some(params);
+        self
+    }
 }
 
 /// What one call cost, in more detail than [`ChatReply`] gives (for benchmarks and logs).
@@ -142,6 +182,15 @@ pub struct CallStats {
     pub prompt_time: Duration,
     /// Time spent generating.
     pub generation_time: Duration,
+    /// Draft tokens proposed by prompt lookup and checked by the model (0 without lookup).
+    pub drafted_tokens: u32,
+    /// Draft tokens the model agreed with, each one a sequential evaluation saved. They are
+    /// part of `completion_tokens` when they made it into the reply (a stop condition can
+    /// end the reply inside an accepted draft).
+    pub accepted_tokens: u32,
+    /// Model evaluations (batches) during generation. Without lookup one per reply token,
+    /// except the last one, which is evaluated only when an end-of-generation token follows.
+    pub generation_steps: u32,
 }
 
 /// What the loaded model is.
@@ -166,6 +215,9 @@ pub struct LlamaChat {
     id: String,
     info: LlamaModelInfo,
     prefix_reuse: Arc<AtomicBool>,
+    prompt_lookup: Arc<Mutex<Option<PromptLookup>>>,
+    /// The parameters [`LlamaChat::set_prompt_lookup`] turns on.
+    lookup_params: PromptLookup,
     jobs: Option<mpsc::Sender<Job>>,
     worker: Option<JoinHandle<()>>,
 }
@@ -213,12 +265,17 @@ impl LlamaChat {
         }
         let id = format!("llama.cpp:{}", config.name);
         let prefix_reuse = Arc::new(AtomicBool::new(config.prefix_reuse));
+        let prompt_lookup = Arc::new(Mutex::new(config.prompt_lookup));
+        let lookup_params = config.prompt_lookup.unwrap_or_default();
         let (jobs, inbox) = mpsc::channel();
         let (ready_tx, ready_rx) = mpsc::channel();
-        let worker_reuse = Arc::clone(&prefix_reuse);
+        let switches = Switches {
+            prefix_reuse: Arc::clone(&prefix_reuse),
+            prompt_lookup: Arc::clone(&prompt_lookup),
+        };
         let worker = std::thread::Builder::new()
             .name(format!("llama.cpp {}", config.name))
-            .spawn(move || worker_main(config, worker_reuse, ready_tx, inbox))
+            .spawn(move || worker_main(config, switches, ready_tx, inbox))
             .map_err(|error| {
                 ModelError::Unavailable(format!("cannot start the llama.cpp thread: {error}"))
             })?;
@@ -239,6 +296,8 @@ impl LlamaChat {
             id,
             info,
             prefix_reuse,
+            prompt_lookup,
+            lookup_params,
             jobs: Some(jobs),
             worker: Some(worker),
         })
@@ -253,6 +312,22 @@ impl LlamaChat {
     /// its whole prompt from an empty cache (the baseline the benchmark compares against).
     pub fn set_prefix_reuse(&self, on: bool) {
         self.prefix_reuse.store(on, Ordering::SeqCst);
+    }
+
+    /// Turns prompt-lookup decoding on or off for the following calls. Turning it on uses the
+    /// configured [`PromptLookup`] parameters, or the defaults when the model was loaded
+    /// without lookup.
+    pub fn set_prompt_lookup(&self, on: bool) {
+        self.set_prompt_lookup_params(on.then_some(self.lookup_params));
+    }
+
+    /// Sets the prompt-lookup parameters for the following calls (`None`: off).
+    pub fn set_prompt_lookup_params(&self, params: Option<PromptLookup>) {
+        // The value is a plain `Option`: a panic elsewhere cannot leave it half-written.
+        *self
+            .prompt_lookup
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = params;
     }
 
     /// Empties the KV cache, so that the next call shares no prefix.
@@ -415,9 +490,15 @@ fn find_stop(text: &str, stops: &[String]) -> Option<usize> {
         .min()
 }
 
+/// The run-time switches shared between a [`LlamaChat`] and its worker thread.
+struct Switches {
+    prefix_reuse: Arc<AtomicBool>,
+    prompt_lookup: Arc<Mutex<Option<PromptLookup>>>,
+}
+
 fn worker_main(
     config: LlamaConfig,
-    prefix_reuse: Arc<AtomicBool>,
+    switches: Switches,
     ready: mpsc::Sender<Result<LlamaModelInfo, ModelError>>,
     inbox: mpsc::Receiver<Job>,
 ) {
@@ -451,16 +532,21 @@ fn worker_main(
     for job in inbox {
         match job {
             Job::Chat(request, reply) => {
-                let reuse = prefix_reuse.load(Ordering::SeqCst);
-                let outcome = catch_unwind(AssertUnwindSafe(|| engine.chat(&request, reuse)))
-                    .unwrap_or_else(|_| {
-                        // A panic inside the bindings leaves the cache in an unknown state.
-                        engine.forget_cache();
-                        Err(ModelError::Server {
-                            status: 0,
-                            body: "llama.cpp generation failed unexpectedly".to_string(),
-                        })
-                    });
+                let reuse = switches.prefix_reuse.load(Ordering::SeqCst);
+                let lookup = *switches
+                    .prompt_lookup
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                let outcome =
+                    catch_unwind(AssertUnwindSafe(|| engine.chat(&request, reuse, lookup)))
+                        .unwrap_or_else(|_| {
+                            // A panic inside the bindings leaves the cache in an unknown state.
+                            engine.forget_cache();
+                            Err(ModelError::Server {
+                                status: 0,
+                                body: "llama.cpp generation failed unexpectedly".to_string(),
+                            })
+                        });
                 let _ = reply.send(outcome);
             }
             Job::Render(messages, reply) => {
@@ -626,28 +712,78 @@ impl<'m> Engine<'m> {
         batch: &mut LlamaBatch,
     ) -> Result<(), ModelError> {
         let total = tokens.len();
-        for (chunk_index, chunk) in tokens.chunks(self.batch_size).enumerate() {
-            batch.clear();
-            for (i, &token) in chunk.iter().enumerate() {
-                let position = i32::try_from(self.cached.len() + i).unwrap_or(i32::MAX);
-                let is_last = chunk_index * self.batch_size + i + 1 == total;
-                batch
-                    .add(token, position, &[0], is_last)
-                    .map_err(|error| server_error(format!("llama.cpp batch: {error}")))?;
-            }
-            if let Err(error) = self.context.decode(batch) {
-                self.forget_cache();
-                return Err(server_error(format!("llama.cpp decode failed: {error}")));
-            }
-            self.cached.extend_from_slice(chunk);
+        let batch_size = self.batch_size;
+        for (chunk_index, chunk) in tokens.chunks(batch_size).enumerate() {
+            let offset = chunk_index * batch_size;
+            self.decode_at_cache_end(chunk, batch, |i| offset + i + 1 == total)?;
         }
         Ok(())
+    }
+
+    /// Evaluates one generation step, `tokens` (at most one batch) at the positions following
+    /// what is cached, keeping the logits of every position: entry `i` of the batch predicts
+    /// the token after `tokens[i]`.
+    fn evaluate_step(
+        &mut self,
+        tokens: &[LlamaToken],
+        batch: &mut LlamaBatch,
+    ) -> Result<(), ModelError> {
+        self.decode_at_cache_end(tokens, batch, |_| true)
+    }
+
+    /// Decodes one batch of `tokens` placed after the cached ones, keeping logits where
+    /// `logits_at(index)` says so, and records them as cached. A failed decode leaves the KV
+    /// cache in an unknown state, so it is forgotten.
+    fn decode_at_cache_end(
+        &mut self,
+        tokens: &[LlamaToken],
+        batch: &mut LlamaBatch,
+        logits_at: impl Fn(usize) -> bool,
+    ) -> Result<(), ModelError> {
+        batch.clear();
+        for (i, &token) in tokens.iter().enumerate() {
+            let position = i32::try_from(self.cached.len() + i).unwrap_or(i32::MAX);
+            batch
+                .add(token, position, &[0], logits_at(i))
+                .map_err(|error| server_error(format!("llama.cpp batch: {error}")))?;
+        }
+        if let Err(error) = self.context.decode(batch) {
+            self.forget_cache();
+            return Err(server_error(format!("llama.cpp decode failed: {error}")));
+        }
+        self.cached.extend_from_slice(tokens);
+        Ok(())
+    }
+
+    /// Drops the cache entries from position `keep` on (rejected draft tokens, or draft
+    /// tokens after the end of the reply).
+    fn truncate_cache(&mut self, keep: usize) -> Result<(), ModelError> {
+        if keep >= self.cached.len() {
+            return Ok(());
+        }
+        let removed = self
+            .context
+            .clear_kv_cache_seq(Some(0), u32::try_from(keep).ok(), None)
+            .unwrap_or(false);
+        if removed {
+            self.cached.truncate(keep);
+            Ok(())
+        } else {
+            // Stale entries left at reused positions would corrupt every later token.
+            self.forget_cache();
+            Err(server_error(
+                "llama.cpp could not remove rejected draft tokens from the KV cache; load the \
+                 model with prompt lookup off"
+                    .to_string(),
+            ))
+        }
     }
 
     fn chat(
         &mut self,
         request: &ChatRequest,
         reuse: bool,
+        lookup: Option<PromptLookup>,
     ) -> Result<(ChatReply, CallStats), ModelError> {
         let started = Instant::now();
         let prompt = self.render(&request.messages)?;
@@ -695,7 +831,8 @@ impl<'m> Engine<'m> {
         let prompt_time = prompt_started.elapsed();
 
         let generation_started = Instant::now();
-        let mut sampler = if request.decoding.temperature > 0.0 {
+        let sampled = request.decoding.temperature > 0.0;
+        let mut sampler = if sampled {
             LlamaSampler::chain_simple([
                 LlamaSampler::temp(request.decoding.temperature),
                 LlamaSampler::dist(request.decoding.seed as u32),
@@ -703,33 +840,98 @@ impl<'m> Engine<'m> {
         } else {
             LlamaSampler::greedy()
         };
+        // Drafts are only sound for greedy decoding: a sampled token is not a function of the
+        // logits alone, so "the model agrees with the draft" has no meaning there.
+        let lookup = lookup.filter(|_| !sampled);
+        let max_tokens = request.decoding.max_tokens as usize;
+        let prompt_len = tokens.len();
+        let context_size = self.context_size as usize;
+        // Prompt and reply so far: where drafts are looked up.
+        let mut history = tokens;
         let mut bytes: Vec<u8> = Vec::new();
         let mut text = String::new();
-        let mut completion_tokens: u32 = 0;
-        let mut logits_index = batch.n_tokens() - 1;
-        while completion_tokens < request.decoding.max_tokens {
-            let token = sampler.sample(&self.context, logits_index);
-            if self.is_end_of_generation(token) {
-                break;
-            }
-            completion_tokens += 1;
-            bytes.extend(self.model.vocab().token_to_piece(token, false, None));
-            text = String::from_utf8_lossy(&bytes).into_owned();
-            if let Some(at) = find_stop(&text, &request.decoding.stop) {
-                text.truncate(at);
-                break;
-            }
-            if completion_tokens >= request.decoding.max_tokens
-                || self.cached.len() >= self.context_size as usize
-            {
-                break;
-            }
-            self.evaluate(&[token], &mut batch)?;
-            logits_index = batch.n_tokens() - 1;
+        let mut ended_by_eog = false;
+        let (mut drafted, mut accepted, mut steps) = (0u32, 0u32, 0u32);
+        // Tokens the model has chosen (from the latest evaluation) that are not yet part of
+        // the reply; each is the greedy choice after the ones before it.
+        let mut chosen: Vec<LlamaToken> = Vec::new();
+        if max_tokens > 0 {
+            chosen.push(sampler.sample(&self.context, batch.n_tokens() - 1));
         }
+        'generation: while !chosen.is_empty() {
+            // Add the chosen tokens to the reply one at a time, with exactly the checks of
+            // token-by-token decoding, so that stop conditions end the reply at the same token.
+            for &token in &chosen {
+                if self.is_end_of_generation(token) {
+                    ended_by_eog = true;
+                    break 'generation;
+                }
+                history.push(token);
+                bytes.extend(self.model.vocab().token_to_piece(token, false, None));
+                text = String::from_utf8_lossy(&bytes).into_owned();
+                if let Some(at) = find_stop(&text, &request.decoding.stop) {
+                    text.truncate(at);
+                    break 'generation;
+                }
+                let generated = history.len() - prompt_len;
+                // The last reply token is not evaluated yet: the cache would hold
+                // `prompt_len + generated - 1` tokens before evaluating it.
+                if generated >= max_tokens || prompt_len + generated > context_size {
+                    break 'generation;
+                }
+            }
+            let generated = history.len() - prompt_len;
+            let last = history[history.len() - 1];
+            // A draft token only matters if the token it lets the model choose may still
+            // be added (max_tokens) and its own position fits in the context window.
+            let limit = (max_tokens - generated - 1)
+                .min(context_size - prompt_len - generated)
+                .min(self.batch_size - 1);
+            let draft: Vec<LlamaToken> = match &lookup {
+                Some(params) => params.draft(&history, limit).to_vec(),
+                None => Vec::new(),
+            };
+            let mut step = Vec::with_capacity(draft.len() + 1);
+            step.push(last);
+            step.extend_from_slice(&draft);
+            self.evaluate_step(&step, &mut batch)?;
+            steps += 1;
+            drafted += u32::try_from(draft.len()).unwrap_or(u32::MAX);
+            // Position `agreed` of the batch predicts the token after `last` and the first
+            // `agreed` draft tokens; the draft holds while the model picks its next token.
+            chosen.clear();
+            let mut agreed = 0;
+            loop {
+                let index = i32::try_from(agreed).unwrap_or(i32::MAX);
+                let choice = sampler.sample(&self.context, index);
+                chosen.push(choice);
+                if draft.get(agreed) == Some(&choice) {
+                    agreed += 1;
+                } else {
+                    break;
+                }
+            }
+            accepted += u32::try_from(agreed).unwrap_or(u32::MAX);
+            // The cache holds `last` and the draft; keep `last` and the accepted part only.
+            self.truncate_cache(prompt_len + generated + agreed)?;
+        }
+        // Leave exactly what token-by-token decoding leaves in the cache: the prompt and every
+        // reply token whose logits were used (all of them when an end-of-generation token
+        // ended the reply, all but the last otherwise). Prefix reuse by the next call then
+        // behaves the same with or without lookup.
+        let generated = history.len() - prompt_len;
+        let used = if ended_by_eog {
+            generated
+        } else {
+            generated.saturating_sub(1)
+        };
+        if self.truncate_cache(prompt_len + used).is_err() {
+            tracing::debug!("dropped the KV cache after a failed trim; the reply is unaffected");
+        }
+        let completion_tokens = u32::try_from(generated).unwrap_or(u32::MAX);
         let generation_time = generation_started.elapsed();
 
-        let prompt_tokens = u32::try_from(tokens.len()).unwrap_or(u32::MAX);
+        let prompt_tokens = u32::try_from(prompt_len).unwrap_or(u32::MAX);
         let reused_tokens = u32::try_from(reused).unwrap_or(u32::MAX);
         let stats = CallStats {
             prompt_tokens,
@@ -738,6 +940,9 @@ impl<'m> Engine<'m> {
             completion_tokens,
             prompt_time,
             generation_time,
+            drafted_tokens: drafted,
+            accepted_tokens: accepted,
+            generation_steps: steps,
         };
         let reply = ChatReply {
             text,

@@ -249,3 +249,166 @@ fn a_truncated_gguf_is_unavailable_and_named() {
         "{error}"
     );
 }
+
+/// Repair-like conversations: schema and question, a previous attempt, and feedback asking
+/// for a corrected query (the reply should copy most of the previous SQL from the prompt).
+fn repair_conversations() -> Vec<Vec<ChatMessage>> {
+    let schema = "DATABASE SCHEMA (SQLite)\nCREATE TABLE singer (\n  Singer_ID int,\n  Name text,\n  \
+                  Country text,\n  Age int,\n  PRIMARY KEY (Singer_ID)\n);\nCREATE TABLE concert (\n  \
+                  concert_ID int,\n  concert_Name text,\n  Stadium_ID int,\n  Year text\n);\n\
+                  CREATE TABLE singer_in_concert (\n  concert_ID int,\n  Singer_ID int\n);\n\n";
+    let cases = [
+        (
+            "What is the name and country of every singer older than 30, youngest first?",
+            "```sql\nSELECT Name, Country FROM singer WHERE Age > 30 ORDER BY Age DESC;\n```",
+            "The query ran but the order is wrong: the youngest singer must come first. Write \
+             a corrected query in a ```sql block.",
+        ),
+        (
+            "How many concerts did each singer take part in? Show the singer name.",
+            "```sql\nSELECT T1.Name, COUNT(*) FROM singer AS T1 JOIN singer_in_concert AS T2 \
+             ON T1.Singer_ID = T2.Singer_ID GROUP BY T2.concert_ID;\n```",
+            "The query ran but the counts do not match the expected answer: it groups by the \
+             wrong column. Write a corrected query in a ```sql block.",
+        ),
+        (
+            "List the names of concerts held in 2014 or later.",
+            "```sql\nSELECT concert_Name FROM concert WHERE Years >= 2014;\n```",
+            "The database reported an error: no such column: Years. Use only columns that \
+             exist in the schema and write a corrected query in a ```sql block.",
+        ),
+        (
+            "Which countries have more than two singers?",
+            "```sql\nSELECT Country FROM singer WHERE COUNT(*) > 2 GROUP BY Country;\n```",
+            "The database reported an error: misuse of aggregate: COUNT(). Move the condition \
+             into HAVING and write a corrected query in a ```sql block.",
+        ),
+    ];
+    cases
+        .iter()
+        .map(|(question, previous, feedback)| {
+            vec![
+                ChatMessage::user(format!(
+                    "{schema}QUESTION\n{question}\n\nAnswer with exactly one SQL query in a \
+                     ```sql code block."
+                )),
+                ChatMessage::assistant(*previous),
+                ChatMessage::user(*feedback),
+            ]
+        })
+        .collect()
+}
+
+#[test]
+fn prompt_lookup_gives_the_replies_of_token_by_token_greedy_decoding() {
+    let Some(file) = model_file() else { return };
+    // A private instance, loaded without lookup (the default): the run-time switch turns it
+    // on with the default parameters.
+    let chat = LlamaChat::load(LlamaConfig::new(file)).expect("load");
+    let (mut plain_steps, mut lookup_steps, mut accepted) = (0, 0, 0);
+    for conversation in repair_conversations() {
+        // Two calls each, so that the second shows that the first left the same cache.
+        let mut follow_up = conversation.clone();
+        follow_up.push(ChatMessage::assistant("```sql\nSELECT 1;\n```"));
+        follow_up.push(ChatMessage::user(
+            "That is not it. Try again in a ```sql block.",
+        ));
+        let mut runs = Vec::new();
+        for lookup in [false, true] {
+            chat.set_prompt_lookup(lookup);
+            chat.clear_cache().expect("clear");
+            let first = chat
+                .chat_with_stats(&request(conversation.clone(), 96))
+                .expect("chat");
+            let second = chat
+                .chat_with_stats(&request(follow_up.clone(), 48))
+                .expect("chat");
+            runs.push((first, second));
+        }
+        let ((plain, plain_next), (fast, fast_next)) = (&runs[0], &runs[1]);
+        assert_eq!(fast.0.text, plain.0.text, "conversation {conversation:?}");
+        assert_eq!(fast.1.completion_tokens, plain.1.completion_tokens);
+        assert_eq!(fast_next.0.text, plain_next.0.text);
+        assert_eq!(fast_next.1.reused_tokens, plain_next.1.reused_tokens);
+        assert_eq!((plain.1.drafted_tokens, plain.1.accepted_tokens), (0, 0));
+        // Without lookup, one evaluation per reply token (the last is evaluated only when an
+        // end-of-generation token follows it).
+        assert!(
+            plain.1.completion_tokens - plain.1.generation_steps <= 1,
+            "{:?}",
+            plain.1
+        );
+        assert!(
+            fast.1.accepted_tokens <= fast.1.drafted_tokens,
+            "{:?}",
+            fast.1
+        );
+        plain_steps += plain.1.generation_steps;
+        lookup_steps += fast.1.generation_steps;
+        accepted += fast.1.accepted_tokens;
+    }
+    // The point of it: copied SQL is accepted in runs, so far fewer model evaluations.
+    assert!(accepted > 20, "accepted {accepted}");
+    assert!(
+        2 * lookup_steps < plain_steps,
+        "{lookup_steps} steps with lookup, {plain_steps} without"
+    );
+}
+
+#[test]
+fn prompt_lookup_honours_stop_strings_and_max_tokens_inside_accepted_drafts() {
+    let Some(file) = model_file() else { return };
+    let chat = LlamaChat::load(LlamaConfig::new(file)).expect("load");
+    let copy = vec![ChatMessage::user(
+        "Repeat this SQL query exactly, in a ```sql block, without any comment:\n\
+         SELECT Name, Country, Age FROM singer WHERE Age > 30 AND Country = 'France' \
+         ORDER BY Age DESC, Name ASC LIMIT 10;",
+    )];
+    let run = |lookup: bool, ask: &ChatRequest| {
+        chat.set_prompt_lookup(lookup);
+        chat.clear_cache().expect("clear");
+        chat.chat_with_stats(ask).expect("chat")
+    };
+    let mut stopped = request(copy.clone(), 64);
+    stopped.decoding.stop = vec!["ORDER".to_string()];
+    let (plain, _) = run(false, &stopped);
+    let (fast, stats) = run(true, &stopped);
+    assert!(!fast.text.contains("ORDER"), "{:?}", fast.text);
+    assert!(fast.text.contains("France"), "{:?}", fast.text);
+    assert_eq!(fast.text, plain.text);
+    assert_eq!(fast.completion_tokens, plain.completion_tokens);
+    assert!(stats.accepted_tokens > 5, "{stats:?}");
+    for max_tokens in [1, 9, 17] {
+        let ask = request(copy.clone(), max_tokens);
+        let (plain, _) = run(false, &ask);
+        let (fast, _) = run(true, &ask);
+        assert_eq!(fast.completion_tokens, max_tokens);
+        assert_eq!(fast.text, plain.text);
+    }
+}
+
+#[test]
+fn prompt_lookup_is_off_by_default_and_can_be_switched_on() {
+    let config = LlamaConfig::new("/models/x.gguf");
+    assert!(config.prompt_lookup.is_none());
+    assert_eq!(
+        config.clone().with_prompt_lookup(true).prompt_lookup,
+        Some(merit_models::llama::PromptLookup::default())
+    );
+    assert!(config
+        .clone()
+        .with_prompt_lookup(true)
+        .with_prompt_lookup(false)
+        .prompt_lookup
+        .is_none());
+    let params = merit_models::llama::PromptLookup {
+        max_ngram: 2,
+        min_ngram: 2,
+        max_draft: 4,
+    };
+    let custom = config.with_prompt_lookup_params(params);
+    assert_eq!(
+        custom.clone().with_prompt_lookup(true).prompt_lookup,
+        Some(params)
+    );
+}
