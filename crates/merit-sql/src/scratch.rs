@@ -17,10 +17,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-/// How often (in virtual-machine instructions) SQLite calls back to check the deadline; the
-/// same period as the read-only connections.
-const PROGRESS_PERIOD_OPS: i32 = 4_000;
-
 /// SQL functions refused on a scratch connection: `load_extension` loads native code and
 /// `fts3_tokenizer` can register a tokenizer by raw pointer.
 const REFUSED_FUNCTIONS: &[&str] = &["load_extension", "fts3_tokenizer"];
@@ -180,33 +176,10 @@ impl ScratchConnection {
         }
         let limits = self.limits;
         let deadline = Instant::now() + limits.timeout;
-        self.connection
-            .progress_handler(
-                PROGRESS_PERIOD_OPS,
-                Some(move || Instant::now() >= deadline),
-            )
-            .map_err(|error| ExecError::Sql {
-                message: error.to_string(),
-            })?;
+        crate::sqlite::arm_deadline(&mut self.connection, deadline)?;
         let denied = Arc::clone(&self.denied);
-        let classify = |error: rusqlite::Error| -> ExecError {
-            if let Some(what) = denied.lock().ok().and_then(|mut slot| slot.take()) {
-                return ExecError::Denied { what };
-            }
-            match &error {
-                rusqlite::Error::SqliteFailure(failure, _)
-                    if failure.code == rusqlite::ErrorCode::OperationInterrupted =>
-                {
-                    ExecError::Timeout(limits.timeout)
-                }
-                rusqlite::Error::SqliteFailure(_, Some(message)) => ExecError::Sql {
-                    message: message.clone(),
-                },
-                rusqlite::Error::MultipleStatement => ExecError::MultipleStatements,
-                other => ExecError::Sql {
-                    message: other.to_string(),
-                },
-            }
+        let classify = |error: rusqlite::Error| {
+            crate::sqlite::classify_sqlite_error(&denied, limits.timeout, error)
         };
         let result = (|| {
             let mut statement = match self.connection.prepare(split.first) {

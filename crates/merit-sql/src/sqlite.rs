@@ -243,35 +243,9 @@ fn run_statement(
     if let Ok(mut slot) = pooled.denied.lock() {
         *slot = None;
     }
-    pooled
-        .connection
-        .progress_handler(
-            PROGRESS_PERIOD_OPS,
-            Some(move || Instant::now() >= deadline),
-        )
-        .map_err(|error| ExecError::Sql {
-            message: error.to_string(),
-        })?;
+    arm_deadline(&mut pooled.connection, deadline)?;
     let denied = Arc::clone(&pooled.denied);
-    let classify = |error: rusqlite::Error| -> ExecError {
-        if let Some(what) = denied.lock().ok().and_then(|mut slot| slot.take()) {
-            return ExecError::Denied { what };
-        }
-        match &error {
-            rusqlite::Error::SqliteFailure(failure, _)
-                if failure.code == rusqlite::ErrorCode::OperationInterrupted =>
-            {
-                ExecError::Timeout(limits.timeout)
-            }
-            rusqlite::Error::SqliteFailure(_, Some(message)) => ExecError::Sql {
-                message: message.clone(),
-            },
-            rusqlite::Error::MultipleStatement => ExecError::MultipleStatements,
-            other => ExecError::Sql {
-                message: other.to_string(),
-            },
-        }
-    };
+    let classify = |error: rusqlite::Error| classify_sqlite_error(&denied, limits.timeout, error);
     let mut statement = match pooled.connection.prepare(sql) {
         Ok(statement) => statement,
         Err(rusqlite::Error::Empty) => {
@@ -319,4 +293,47 @@ fn run_statement(
         rows_delivered: delivered,
         stopped_early: false,
     })
+}
+
+/// Arms the wall-clock deadline of one statement: SQLite's progress handler interrupts it once
+/// `deadline` has passed.
+pub(crate) fn arm_deadline(
+    connection: &mut rusqlite::Connection,
+    deadline: Instant,
+) -> Result<(), ExecError> {
+    connection
+        .progress_handler(
+            PROGRESS_PERIOD_OPS,
+            Some(move || Instant::now() >= deadline),
+        )
+        .map_err(|error| ExecError::Sql {
+            message: error.to_string(),
+        })
+}
+
+/// Turns a rusqlite error into an [`ExecError`]: a refusal the authorizer recorded in `denied`
+/// wins (SQLite only reports "not authorized"), an interrupt is the deadline, and otherwise the
+/// engine's own message is kept.
+pub(crate) fn classify_sqlite_error(
+    denied: &Mutex<Option<String>>,
+    timeout: std::time::Duration,
+    error: rusqlite::Error,
+) -> ExecError {
+    if let Some(what) = denied.lock().ok().and_then(|mut slot| slot.take()) {
+        return ExecError::Denied { what };
+    }
+    match &error {
+        rusqlite::Error::SqliteFailure(failure, _)
+            if failure.code == rusqlite::ErrorCode::OperationInterrupted =>
+        {
+            ExecError::Timeout(timeout)
+        }
+        rusqlite::Error::SqliteFailure(_, Some(message)) => ExecError::Sql {
+            message: message.clone(),
+        },
+        rusqlite::Error::MultipleStatement => ExecError::MultipleStatements,
+        other => ExecError::Sql {
+            message: other.to_string(),
+        },
+    }
 }
