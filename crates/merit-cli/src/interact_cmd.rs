@@ -1,18 +1,24 @@
-//! `merit interact run` and `merit interact report`: the interactive base agent (no memory yet)
-//! on BIRD-Interact-format tasks, with the model-driven user simulator, in a resumable run
-//! directory; and the summary of such runs.
+//! `merit interact run` and `merit interact report`: the interactive agent on
+//! BIRD-Interact-format tasks, with the model-driven user simulator and optionally the
+//! dual-level long-term memory, in a resumable run directory; and the summary of such runs.
 
-use crate::ask_cmd::{load_chat_model, reexec_with_passive_openmp};
+use crate::ask_cmd::{load_chat_model, load_embedder, reexec_with_passive_openmp};
 use crate::run_cmd::{merit_home, RUN_CONTEXT_SIZE};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
-use merit_core::model::ChatModel;
+use merit_core::model::{ChatModel, Embedder};
 use merit_interact::agent::{AgentConfig, ReactAgent};
-use merit_interact::runlog::{run_tasks, EpisodeLog, EpisodeRecord, RunSpec};
+use merit_interact::memory::{
+    AdvisorConfig, Bm25Selector, CosineSelector, InsightConfig, InsightExtractor, MemoryConfig,
+    ModelSelector, Retention, RetrievalConfig, Selector,
+};
+use merit_interact::runlog::{
+    run_tasks, run_tasks_with_memory, EpisodeLog, EpisodeRecord, MemoryRun, RunSpec,
+};
 use merit_interact::simulator::model::{ModelSimulator, ModelSimulatorConfig};
 use merit_interact::{sqlite_backend, Category, EnvConfig, TaskSet};
-use merit_models::cache::{CachedChat, ReplyStore};
-use merit_models::openai::{OpenAiChat, OpenAiConfig};
+use merit_models::cache::{CachedChat, CachedEmbedder, ReplyStore};
+use merit_models::openai::{OpenAiChat, OpenAiConfig, OpenAiEmbedder};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -102,6 +108,61 @@ pub struct InteractRunArgs {
     /// Reply cache folder (default: `$MERIT_HOME/replies`).
     #[arg(long)]
     cache: Option<PathBuf>,
+    #[command(flatten)]
+    memory: MemoryArgs,
+}
+
+/// Which selector chooses among the embedding stage's candidates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "snake_case")]
+enum SelectorKind {
+    /// Highest BM25 score against the query (none when no term is shared).
+    Bm25,
+    /// Highest cosine: the embedding stage's first candidate.
+    Cosine,
+    /// The chat model picks from numbered summaries.
+    Model,
+}
+
+/// Long-term memory options of `merit interact run`.
+#[derive(Debug, Args, Serialize)]
+struct MemoryArgs {
+    /// Long-term memory selector; without it the agent runs with no memory (the baseline).
+    #[arg(long, value_enum)]
+    memory: Option<SelectorKind>,
+    /// Do not retrieve episode-level memories (ablation).
+    #[arg(long, requires = "memory")]
+    no_episode_memory: bool,
+    /// Do not retrieve turn-level memories (ablation).
+    #[arg(long, requires = "memory")]
+    no_turn_memory: bool,
+    /// Memories injected per retrieval, 1 to 5 (the paper's default: 1).
+    #[arg(long, default_value_t = 1, requires = "memory")]
+    inject: usize,
+    /// Candidates kept by the embedding stage (the paper's 10).
+    #[arg(long, default_value_t = 10, requires = "memory")]
+    candidates: usize,
+    /// Keep every episode and step with its polarity, not only the positive ones.
+    #[arg(long, requires = "memory")]
+    all_outcomes: bool,
+    /// Start from the memory folder of an earlier run (e.g. the training run's `memory/`).
+    #[arg(long, requires = "memory")]
+    memory_from: Option<PathBuf>,
+    /// Read the memory but add nothing to it (evaluation on a fixed memory).
+    #[arg(long, requires = "memory")]
+    frozen_memory: bool,
+    /// Embedded embedder name.
+    #[arg(long, default_value = merit_models::registry::DEFAULT_EMBEDDER)]
+    #[serde(skip)]
+    embedder: String,
+    /// OpenAI-compatible embeddings server; default: the embedded embedder.
+    #[arg(long, requires = "embed_model")]
+    #[serde(skip)]
+    embed_url: Option<String>,
+    /// Embedding model name on the server.
+    #[arg(long)]
+    #[serde(skip)]
+    embed_model: Option<String>,
 }
 
 /// Arguments of `merit interact report`.
@@ -255,9 +316,10 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
             RUN_CONTEXT_SIZE,
         )?),
     };
-    let model: Arc<dyn ChatModel> = Arc::new(CachedChat::from_arc(live, store));
+    let model: Arc<dyn ChatModel> = Arc::new(CachedChat::from_arc(live, Arc::clone(&store)));
     let agent = ReactAgent::new(Arc::clone(&model), AgentConfig::default());
     let log = args.out.join(LOG_FILE);
+    check_run_settings(&args, &model.id())?;
     let spec = RunSpec {
         set: &set,
         instance_ids: &ids,
@@ -267,18 +329,73 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
     };
     let bar = crate::files::progress_bar(ids.len(), "interact");
     let mut passed = 0usize;
-    let summary = run_tasks(
-        &spec,
-        &agent,
-        sqlite_backend,
-        |_| ModelSimulator::new(Arc::clone(&model), ModelSimulatorConfig::default()),
-        |record| {
-            passed += usize::from(record.trajectory.outcome.phase1_passed);
-            bar.inc(1);
-            bar.set_message(format!("interact: phase 1 passed {passed}"));
-            crate::files::log_progress_when_not_a_terminal(&bar, 5);
-        },
-    )
+    let on_episode = |record: &EpisodeRecord| {
+        passed += usize::from(record.trajectory.outcome.phase1_passed);
+        bar.inc(1);
+        bar.set_message(format!("interact: phase 1 passed {passed}"));
+        crate::files::log_progress_when_not_a_terminal(&bar, 5);
+    };
+    let make_simulator = |_: &merit_interact::Task| {
+        ModelSimulator::new(Arc::clone(&model), ModelSimulatorConfig::default())
+    };
+    let summary = match args.memory.memory {
+        None => run_tasks(&spec, &agent, sqlite_backend, make_simulator, on_episode),
+        Some(kind) => {
+            let memory_args = &args.memory;
+            let embedder: Arc<dyn Embedder> =
+                match (&memory_args.embed_url, &memory_args.embed_model) {
+                    (Some(url), Some(name)) => {
+                        Arc::new(OpenAiEmbedder::new(OpenAiConfig::new(url, name), None)?)
+                    }
+                    _ => Arc::new(load_embedder(&memory_args.embedder, None)?),
+                };
+            let embedder: Arc<dyn Embedder> =
+                Arc::new(CachedEmbedder::from_arc(embedder, Arc::clone(&store)));
+            let selector: Box<dyn Selector> = match kind {
+                SelectorKind::Bm25 => Box::new(Bm25Selector),
+                SelectorKind::Cosine => Box::new(CosineSelector::default()),
+                SelectorKind::Model => Box::new(ModelSelector::new(Arc::clone(&model), 64)),
+            };
+            let extractor = InsightExtractor::new(Arc::clone(&model), InsightConfig::default());
+            let retrieval = RetrievalConfig {
+                candidates: memory_args.candidates,
+                inject: memory_args.inject,
+                ..RetrievalConfig::default()
+            };
+            retrieval.validate()?;
+            let memory = MemoryRun {
+                dir: args.out.join("memory"),
+                base: memory_args.memory_from.clone(),
+                config: MemoryConfig {
+                    retention: if memory_args.all_outcomes {
+                        Retention::All
+                    } else {
+                        Retention::PositiveOnly
+                    },
+                    ..MemoryConfig::default()
+                },
+                advisor: AdvisorConfig {
+                    episode_level: !memory_args.no_episode_memory,
+                    turn_level: !memory_args.no_turn_memory,
+                    episode_retrieval: retrieval,
+                    turn_retrieval: retrieval,
+                },
+                embedder: embedder.as_ref(),
+                episode_selector: selector.as_ref(),
+                turn_selector: selector.as_ref(),
+                insight: Some(&extractor),
+                write: !memory_args.frozen_memory,
+            };
+            run_tasks_with_memory(
+                &spec,
+                &agent,
+                &memory,
+                sqlite_backend,
+                make_simulator,
+                on_episode,
+            )
+        }
+    }
     .map_err(|error| {
         anyhow!("{error}\nfinished episodes are logged; run the same command again to continue")
     })?;
@@ -298,6 +415,41 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
     );
     print!("{}", render(&summarise(std::slice::from_ref(&args.out))?));
     Ok(())
+}
+
+const SETTINGS_FILE: &str = "settings.json";
+
+/// What must not change between the invocations of one run directory: the task file, the
+/// model, and the memory options. Written on the first invocation; a later one with other
+/// settings is refused, since its episodes would not belong to the same experiment.
+fn check_run_settings(args: &InteractRunArgs, model_id: &str) -> Result<()> {
+    let settings = serde_json::json!({
+        "tasks": args.tasks,
+        "ground_truth": args.ground_truth,
+        "model": model_id,
+        "memory": &args.memory,
+    });
+    let path = args.out.join(SETTINGS_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            let recorded: serde_json::Value = serde_json::from_str(&text)
+                .with_context(|| format!("{} is not valid JSON", path.display()))?;
+            if recorded != settings {
+                bail!(
+                    "{} was started with other settings:\n  recorded: {recorded}\n  now:      {settings}\nuse another --out, or the recorded settings to continue",
+                    args.out.display()
+                );
+            }
+            Ok(())
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            crate::files::write_atomically(
+                &path,
+                serde_json::to_string_pretty(&settings)?.as_bytes(),
+            )
+        }
+        Err(error) => Err(error).with_context(|| format!("cannot read {}", path.display())),
+    }
 }
 
 /// The figures of one run directory.

@@ -293,6 +293,11 @@ impl<B: InteractBackend, S: UserSimulator> Environment<B, S> {
         }
     }
 
+    /// The steps taken so far, in order.
+    pub fn steps(&self) -> &[TrajectoryStep] {
+        &self.steps
+    }
+
     /// The episode so far, as it may be logged.
     pub fn trajectory(&self) -> Trajectory {
         Trajectory {

@@ -50,7 +50,10 @@ pub mod simulator;
 pub mod task;
 
 pub use action::{ActionCall, Target};
-pub use agent::{AgentConfig, AgentError, AgentStop, EpisodeResult, ReactAgent};
+pub use agent::{
+    AgentConfig, AgentError, AgentStop, EpisodeResult, Injection, InjectionRecord, MemoryAdvisor,
+    NoMemory, ReactAgent,
+};
 pub use backend::{InteractBackend, PythonTarget, Rows, SqliteBackend, StatementFailure};
 pub use budget::{Budget, Coins, DEFAULT_PATIENCE};
 pub use env::{
@@ -63,7 +66,8 @@ pub use judge::{Cell, FailReason, Verdict};
 pub use meta::{DatabaseMeta, KnowledgeEntry, KnowledgeView, VisibleKnowledge};
 pub use pg::{PostgresBackend, PostgresServer};
 pub use runlog::{
-    read_log, run_tasks, EpisodeLog, EpisodeRecord, LogError, RunError, RunSpec, RunSummary,
+    read_log, run_tasks, run_tasks_with_memory, EpisodeLog, EpisodeRecord, LogError, MemoryRun,
+    MemoryUsage, RunError, RunSpec, RunSummary,
 };
 pub use simulator::model::{ModelSimulator, ModelSimulatorConfig};
 pub use simulator::{

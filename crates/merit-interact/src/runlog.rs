@@ -10,21 +10,39 @@
 //! [`run_tasks`] skips every task already in the log and appends the others as they finish:
 //! kill it at any point and run it again with the same arguments to continue.
 //!
+//! # With long-term memory
+//! [`run_tasks_with_memory`] also keeps a dual-level memory ([`MemoryRun`]). Task `i` of the
+//! list is stream position `first + i`, where `first` follows the last position of the base
+//! memory (0 without one). Per task: retrieve through a [`RetrievalAdvisor`] fixed at that
+//! position, run the episode, draw its insight (one model call, cached), append the record
+//! (with the insight and every retrieval), and only then commit the episode to the memory.
+//! The memory folder is derived data: every start rebuilds it from the base memory and the
+//! records already in the log (no model calls: the insight is in the record; embeddings come
+//! from the embedder's cache), so a kill between the log line and the memory commit, or in
+//! the middle of a commit, loses nothing.
+//!
 //! What a record holds is public by construction: the [`Trajectory`] (public task, the agent's
 //! actions and thoughts, the observations it was shown), the agent's raw replies, and usage
 //! counts. No hidden field has a path into it (`HiddenTask` is not `Serialize`); the leak test
 //! searches a whole log file for planted ground-truth markers.
 
-use crate::agent::{AgentError, AgentStop, AgentTurn, AgentUsage, EpisodeResult, ReactAgent};
+use crate::agent::{
+    AgentError, AgentStop, AgentTurn, AgentUsage, EpisodeResult, InjectionRecord, ReactAgent,
+};
 use crate::backend::InteractBackend;
 use crate::env::{EnvConfig, Environment, Trajectory};
 use crate::error::InteractError;
+use crate::memory::{
+    AdvisorConfig, Insight, InsightExtractor, InteractMemory, MemoryConfig, MemoryError, Retention,
+    RetrievalAdvisor, Selector, StreamPos, EPISODE_FILE, TURN_FILE,
+};
 use crate::meta::DatabaseMeta;
 use crate::prompts::PROMPT_FAMILY;
 use crate::simulator::{SimulatorUsage, UserSimulator};
 use crate::task::{Category, Task, TaskSet};
+use merit_core::model::{Embedder, ModelError};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -58,6 +76,30 @@ pub struct EpisodeRecord {
     pub simulator_usage: SimulatorUsage,
     /// Why the agent loop stopped.
     pub stop: AgentStop,
+    /// Every memory retrieval of the episode (absent without memory).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub injections: Vec<InjectionRecord>,
+    /// The insight drawn from the episode for its episode memory (absent without memory, or
+    /// when the episode was not kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub insight: Option<Insight>,
+    /// Model usage of memory writing (insight extraction), when any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_usage: Option<MemoryUsage>,
+}
+
+/// Model calls spent on writing memory for one episode.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryUsage {
+    /// Insight calls (0 to 2).
+    pub insight_calls: u64,
+    /// Their prompt tokens.
+    pub prompt_tokens: u64,
+    /// Their completion tokens.
+    pub completion_tokens: u64,
+    /// Why no insight was stored although one was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub insight_failure: Option<String>,
 }
 
 impl EpisodeRecord {
@@ -80,6 +122,9 @@ impl EpisodeRecord {
             agent_usage: result.agent_usage,
             simulator_usage: result.simulator_usage,
             stop: result.stop,
+            injections: result.injections,
+            insight: None,
+            memory_usage: None,
         }
     }
 }
@@ -290,6 +335,18 @@ pub enum RunError {
     /// An id is not in the task set.
     #[error("task `{0}` is not in the task set")]
     UnknownTask(String),
+    /// The memory could not be rebuilt or extended.
+    #[error("memory: {0}")]
+    Memory(#[from] MemoryError),
+    /// The insight model failed (transport, server). Finished episodes are logged; rerun to
+    /// resume.
+    #[error("task `{instance_id}`: the insight model failed: {source}")]
+    Insight {
+        /// The task.
+        instance_id: String,
+        /// The failure.
+        source: ModelError,
+    },
     /// An episode failed for a reason that would fail the next one too (model backend down,
     /// database IO). Finished episodes are logged; rerun to resume.
     #[error("task `{instance_id}`: {source}")]
@@ -309,6 +366,133 @@ pub enum RunError {
 pub fn run_tasks<B, S>(
     spec: &RunSpec<'_>,
     agent: &ReactAgent,
+    make_backend: impl FnMut(&DatabaseMeta) -> Result<B, InteractError>,
+    make_simulator: impl FnMut(&Task) -> S,
+    on_episode: impl FnMut(&EpisodeRecord),
+) -> Result<RunSummary, RunError>
+where
+    B: InteractBackend,
+    S: UserSimulator,
+{
+    run_tasks_inner(spec, agent, None, make_backend, make_simulator, on_episode)
+}
+
+/// The long-term memory of a run (see the module docs).
+pub struct MemoryRun<'a> {
+    /// The run's memory folder; rebuilt at every start.
+    pub dir: PathBuf,
+    /// The memory folder of an earlier run to start from (copied, never written).
+    pub base: Option<PathBuf>,
+    /// Retention and cut sizes of memory writing.
+    pub config: MemoryConfig,
+    /// Which levels are read, and the stage sizes.
+    pub advisor: AdvisorConfig,
+    /// Keys memories and queries (pass the cached embedder).
+    pub embedder: &'a dyn Embedder,
+    /// Second stage at the episode level.
+    pub episode_selector: &'a dyn Selector,
+    /// Second stage at the turn level.
+    pub turn_selector: &'a dyn Selector,
+    /// Draws the insight of kept episodes; `None` stores episode memories without one.
+    pub insight: Option<&'a InsightExtractor>,
+    /// `false` freezes the memory: episodes read it but add nothing (evaluation on a fixed
+    /// bank).
+    pub write: bool,
+}
+
+impl std::fmt::Debug for MemoryRun<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryRun")
+            .field("dir", &self.dir)
+            .field("base", &self.base)
+            .field("config", &self.config)
+            .field("advisor", &self.advisor)
+            .field("episode_selector", &self.episode_selector.name())
+            .field("turn_selector", &self.turn_selector.name())
+            .field("write", &self.write)
+            .finish()
+    }
+}
+
+/// Rebuilds the run's memory folder from the base memory (see the module docs); returns the
+/// memory and the stream position of the run's first task.
+fn rebuild_memory(memory: &MemoryRun<'_>) -> Result<(InteractMemory, StreamPos), MemoryError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| MemoryError::Io { path, source }
+    };
+    std::fs::create_dir_all(&memory.dir).map_err(io(&memory.dir))?;
+    for file in [EPISODE_FILE, TURN_FILE] {
+        let target = memory.dir.join(file);
+        match std::fs::remove_file(&target) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => return Err(io(&target)(error)),
+        }
+        if let Some(base) = &memory.base {
+            let source = base.join(file);
+            if source.exists() {
+                // Copy to a temporary name first: a kill mid-copy must not leave a torn file
+                // that the next start would read as memories.
+                let partial = memory.dir.join(format!("{file}.partial"));
+                std::fs::copy(&source, &partial).map_err(io(&source))?;
+                std::fs::rename(&partial, &target).map_err(io(&target))?;
+            }
+        }
+    }
+    let (opened, _) = InteractMemory::open(&memory.dir, memory.embedder, memory.config.clone())?;
+    let first = opened
+        .last_committed()
+        .map_or(StreamPos(0), |p| StreamPos(p.0 + 1));
+    Ok((opened, first))
+}
+
+/// Like [`run_tasks`], with the long-term memory `memory` read before and during every
+/// episode and extended after it (see the module docs).
+pub fn run_tasks_with_memory<B, S>(
+    spec: &RunSpec<'_>,
+    agent: &ReactAgent,
+    memory: &MemoryRun<'_>,
+    make_backend: impl FnMut(&DatabaseMeta) -> Result<B, InteractError>,
+    make_simulator: impl FnMut(&Task) -> S,
+    on_episode: impl FnMut(&EpisodeRecord),
+) -> Result<RunSummary, RunError>
+where
+    B: InteractBackend,
+    S: UserSimulator,
+{
+    run_tasks_inner(
+        spec,
+        agent,
+        Some(memory),
+        make_backend,
+        make_simulator,
+        on_episode,
+    )
+}
+
+/// Commits a finished (or logged) episode to the run's memory.
+fn commit_record(
+    memory: &mut InteractMemory,
+    run: &MemoryRun<'_>,
+    position: StreamPos,
+    record: &EpisodeRecord,
+) -> Result<(), MemoryError> {
+    if run.write {
+        memory.commit(
+            position,
+            &record.trajectory,
+            record.insight.clone(),
+            run.embedder,
+        )?;
+    }
+    Ok(())
+}
+
+fn run_tasks_inner<B, S>(
+    spec: &RunSpec<'_>,
+    agent: &ReactAgent,
+    memory_run: Option<&MemoryRun<'_>>,
     mut make_backend: impl FnMut(&DatabaseMeta) -> Result<B, InteractError>,
     mut make_simulator: impl FnMut(&Task) -> S,
     mut on_episode: impl FnMut(&EpisodeRecord),
@@ -318,21 +502,33 @@ where
     S: UserSimulator,
 {
     let (mut log, loaded) = EpisodeLog::open(spec.log)?;
-    let done: BTreeSet<String> = loaded
+    let mut done: BTreeMap<String, EpisodeRecord> = loaded
         .records
-        .iter()
-        .map(|r| r.instance_id.clone())
+        .into_iter()
+        .map(|r| (r.instance_id.clone(), r))
         .collect();
     let mut summary = RunSummary {
         warnings: loaded.warnings,
         ..RunSummary::default()
     };
-    for id in spec.instance_ids {
+    let mut memory = match memory_run {
+        Some(run) => Some(rebuild_memory(run)?),
+        None => None,
+    };
+    for (index, id) in spec.instance_ids.iter().enumerate() {
         let task = spec
             .set
             .get(id)
             .ok_or_else(|| RunError::UnknownTask(id.clone()))?;
-        if done.contains(id) {
+        let position = memory
+            .as_ref()
+            .map(|(_, first)| StreamPos(first.0 + index as u64));
+        if let Some(record) = done.remove(id) {
+            if let (Some(run), Some((bank, _)), Some(position)) =
+                (memory_run, memory.as_mut(), position)
+            {
+                commit_record(bank, run, position, &record)?;
+            }
             summary.already_logged += 1;
             continue;
         }
@@ -358,7 +554,20 @@ where
             let simulator = make_simulator(task);
             let mut env =
                 Environment::new(task, Arc::clone(meta), backend, simulator, spec.env.clone())?;
-            agent.run(&mut env)
+            match (memory_run, memory.as_ref(), position) {
+                (Some(run), Some((bank, _)), Some(position)) => {
+                    let mut advisor = RetrievalAdvisor::new(
+                        bank,
+                        run.embedder,
+                        run.episode_selector,
+                        run.turn_selector,
+                        run.advisor,
+                        position,
+                    );
+                    agent.run_with_memory(&mut env, &mut advisor)
+                }
+                _ => agent.run(&mut env),
+            }
         })();
         let result = match episode {
             Ok(result) => result,
@@ -376,9 +585,36 @@ where
                 })
             }
         };
-        let record =
+        let mut record =
             EpisodeRecord::new(task, agent.model_id(), spec.simulator_model.clone(), result);
-        log.append(&record)?;
+        if let (Some(run), Some((bank, _)), Some(position)) =
+            (memory_run, memory.as_mut(), position)
+        {
+            let kept =
+                bank.config().retention == Retention::All || record.trajectory.outcome.reward > 0.0;
+            if let (true, true, Some(extractor)) = (run.write, kept, run.insight) {
+                let outcome =
+                    extractor
+                        .extract(&record.trajectory)
+                        .map_err(|source| RunError::Insight {
+                            instance_id: id.clone(),
+                            source,
+                        })?;
+                let failure = outcome.insight.as_ref().err().cloned();
+                record.insight = outcome.insight.ok();
+                record.memory_usage = Some(MemoryUsage {
+                    insight_calls: u64::from(outcome.calls),
+                    prompt_tokens: outcome.prompt_tokens,
+                    completion_tokens: outcome.completion_tokens,
+                    insight_failure: failure,
+                });
+            }
+            // The log line first: the memory is rebuilt from the log, never the reverse.
+            log.append(&record)?;
+            commit_record(bank, run, position, &record)?;
+        } else {
+            log.append(&record)?;
+        }
         summary.ran += 1;
         on_episode(&record);
     }

@@ -10,14 +10,26 @@
 //!
 //! Every model call goes through [`ChatModel`] with greedy decoding and the prompt version
 //! `merit-interact-prompts-v1/agent`; pass the cached model to get the reply cache.
+//!
+//! # Long-term memory
+//! [`ReactAgent::run_with_memory`] takes a [`MemoryAdvisor`]: before the episode it may add
+//! episode-level memories to the opening message, and before every model call it may add a
+//! turn-level hint to the message the model answers. Hints are appended to the newest user
+//! message only and stay in the conversation afterwards, so earlier messages never change and
+//! the prompt keeps a stable prefix (the embedded backend reuses its KV cache). Every
+//! retrieval, whether or not it injected anything, is recorded as an [`InjectionRecord`]. The
+//! agent knows nothing of how memories are stored or chosen: that is the advisor's side
+//! (`crate::memory::advisor` implements it over the dual-level memory).
 
 pub mod parse;
 
 use crate::backend::InteractBackend;
-use crate::env::{Environment, Trajectory, DEFAULT_MAX_TURNS};
+use crate::env::{Environment, Trajectory, TrajectoryStep, DEFAULT_MAX_TURNS};
 use crate::error::InteractError;
+use crate::memory::Level;
 use crate::prompts;
 use crate::simulator::{SimulatorUsage, UserSimulator};
+use crate::task::PublicTask;
 use merit_core::model::{ChatMessage, ChatModel, ChatRequest, Decoding, ModelError};
 use merit_sql::Dialect;
 use parse::{parse_reply, ParseKind};
@@ -91,6 +103,65 @@ pub enum AgentStop {
     ModelRefused(String),
 }
 
+/// One retrieval from long-term memory during an episode, as recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InjectionRecord {
+    /// Episode level (before the episode) or turn level (before one model call).
+    pub level: Level,
+    /// The 1-based turn whose prompt got the memories; 0 for the episode level.
+    pub turn: usize,
+    /// Memory ids of the embedding stage's candidates, in rank order.
+    pub candidates: Vec<u64>,
+    /// Memory ids the selector injected, in its order (empty: none).
+    pub chosen: Vec<u64>,
+    /// The selector's name.
+    pub selector: String,
+    /// The selector's remark, e.g. why a model's reply was unusable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// Memories to show the agent: the text to append and what was retrieved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Injection {
+    /// Text appended to the user message (empty when nothing was chosen).
+    pub text: String,
+    /// The retrieval behind it.
+    pub record: InjectionRecord,
+}
+
+/// The agent's view of a long-term memory: what to show before the episode and before each
+/// turn. Implementations must only see finished earlier episodes (causality is theirs to keep).
+pub trait MemoryAdvisor {
+    /// Memories to show with the opening message; `None` when this level is off.
+    fn before_episode(&mut self, task: &PublicTask) -> Result<Option<Injection>, AgentError>;
+
+    /// A hint to show before turn `steps.len() + 1`; `steps` are the episode's steps so far.
+    fn before_turn(
+        &mut self,
+        task: &PublicTask,
+        steps: &[TrajectoryStep],
+    ) -> Result<Option<Injection>, AgentError>;
+}
+
+/// The advisor of an agent without long-term memory.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoMemory;
+
+impl MemoryAdvisor for NoMemory {
+    fn before_episode(&mut self, _task: &PublicTask) -> Result<Option<Injection>, AgentError> {
+        Ok(None)
+    }
+
+    fn before_turn(
+        &mut self,
+        _task: &PublicTask,
+        _steps: &[TrajectoryStep],
+    ) -> Result<Option<Injection>, AgentError> {
+        Ok(None)
+    }
+}
+
 /// A finished episode: the environment's trajectory plus the agent's side of it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EpisodeResult {
@@ -104,6 +175,8 @@ pub struct EpisodeResult {
     pub simulator_usage: SimulatorUsage,
     /// Why the loop stopped.
     pub stop: AgentStop,
+    /// Every memory retrieval made for the episode, in order (empty without memory).
+    pub injections: Vec<InjectionRecord>,
 }
 
 /// Why an episode could not be run to its end (infrastructure, not agent mistakes).
@@ -115,6 +188,9 @@ pub enum AgentError {
     /// The environment failed.
     #[error(transparent)]
     Environment(#[from] InteractError),
+    /// Long-term memory could not be read (embedder or selector backend failure).
+    #[error("memory retrieval failed: {0}")]
+    Memory(String),
 }
 
 /// The ReAct agent.
@@ -173,12 +249,34 @@ impl ReactAgent {
         &self,
         env: &mut Environment<B, S>,
     ) -> Result<EpisodeResult, AgentError> {
+        self.run_with_memory(env, &mut NoMemory)
+    }
+
+    /// Runs one episode with memories from `advisor` (see the module docs). With
+    /// [`NoMemory`] the prompts are exactly those of [`ReactAgent::run`].
+    pub fn run_with_memory<B: InteractBackend, S: UserSimulator>(
+        &self,
+        env: &mut Environment<B, S>,
+        advisor: &mut dyn MemoryAdvisor,
+    ) -> Result<EpisodeResult, AgentError> {
+        let mut injections = Vec::new();
+        let mut with_memory = |message: &mut ChatMessage, injection: Option<Injection>| {
+            if let Some(injection) = injection {
+                if !injection.text.is_empty() {
+                    message.content.push_str("\n\n");
+                    message.content.push_str(injection.text.trim_end());
+                }
+                injections.push(injection.record);
+            }
+        };
         let system = prompts::fill(
             prompts::AGENT_SYSTEM,
             &[("dialect", dialect_name(env.backend().dialect()))],
         );
         let opening = prompts::fill(prompts::AGENT_TASK, &[("opening", env.opening())]);
-        let mut messages = vec![ChatMessage::system(system), ChatMessage::user(opening)];
+        let mut opening = ChatMessage::user(opening);
+        with_memory(&mut opening, advisor.before_episode(env.public_task())?);
+        let mut messages = vec![ChatMessage::system(system), opening];
         let mut usage = AgentUsage::default();
         let mut turns = Vec::new();
         let mut stop = AgentStop::TurnCap;
@@ -186,6 +284,10 @@ impl ReactAgent {
             if env.is_done() {
                 stop = AgentStop::EpisodeEnded;
                 break;
+            }
+            let hint = advisor.before_turn(env.public_task(), env.steps())?;
+            if let Some(last) = messages.last_mut() {
+                with_memory(last, hint);
             }
             let request = ChatRequest {
                 messages: messages.clone(),
@@ -242,6 +344,7 @@ impl ReactAgent {
             agent_usage: usage,
             simulator_usage: env.simulator().usage(),
             stop,
+            injections,
         })
     }
 }

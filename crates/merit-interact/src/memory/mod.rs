@@ -39,6 +39,7 @@
 //! embedding and its [`CandidateFeatures`] (with [`CandidateFeatures::to_array`] as a fixed
 //! layout for a policy network), so a learned policy needs nothing else from this module.
 
+pub mod advisor;
 pub mod episode;
 pub mod insight;
 pub mod retrieve;
@@ -46,6 +47,7 @@ pub mod select;
 pub mod store;
 pub mod turn;
 
+pub use advisor::{AdvisorConfig, RetrievalAdvisor};
 pub use episode::{EpisodeMemory, EpisodeQuery, EpisodeStep};
 pub use insight::{InfoGap, Insight, InsightConfig, InsightExtractor, InsightOutcome};
 pub use retrieve::{

@@ -7,6 +7,7 @@ mod gen;
 mod judge_db;
 mod leak;
 mod memory;
+mod memory_run;
 mod model_sim;
 mod pg;
 mod runlog;

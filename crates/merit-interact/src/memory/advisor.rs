@@ -1,0 +1,215 @@
+//! The agent's memory advisor over the dual-level memory: two-stage retrieval before the
+//! episode (episode level, keyed by the request) and before every turn (turn level, keyed by
+//! the state signature), rendered with `agent_memory_episode.txt` / `agent_memory_turn.txt`.
+//!
+//! The advisor reads the memory through views fixed at the episode's stream position and task
+//! instance, so it sees only episodes committed before this one and never one of the same
+//! task; it never writes (the run commits once the episode has ended).
+
+use super::episode::EpisodeQuery;
+use super::retrieve::{retrieve, RetrievalConfig, Retrieved};
+use super::select::{Level, Selector};
+use super::store::MemoryRecord;
+use super::turn::{TurnMemory, TurnState};
+use super::{InteractMemory, Polarity, StreamPos};
+use crate::agent::{AgentError, Injection, InjectionRecord, MemoryAdvisor};
+use crate::env::TrajectoryStep;
+use crate::prompts::fill;
+use crate::task::PublicTask;
+use merit_core::model::Embedder;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+
+/// Appended to the opening message when episode memories are injected.
+pub const AGENT_MEMORY_EPISODE: &str = include_str!("../../prompts/agent_memory_episode.txt");
+/// Appended to the newest user message when turn memories are injected.
+pub const AGENT_MEMORY_TURN: &str = include_str!("../../prompts/agent_memory_turn.txt");
+
+/// Which levels are read and how much each injects (the paper's ablations switch a level off).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct AdvisorConfig {
+    /// Retrieve episode memories before the episode.
+    pub episode_level: bool,
+    /// Retrieve turn memories before every turn.
+    pub turn_level: bool,
+    /// Stage sizes at the episode level.
+    pub episode_retrieval: RetrievalConfig,
+    /// Stage sizes at the turn level.
+    pub turn_retrieval: RetrievalConfig,
+}
+
+impl Default for AdvisorConfig {
+    fn default() -> AdvisorConfig {
+        AdvisorConfig {
+            episode_level: true,
+            turn_level: true,
+            episode_retrieval: RetrievalConfig::default(),
+            turn_retrieval: RetrievalConfig::default(),
+        }
+    }
+}
+
+/// Serves one episode at stream position `position` from `memory`.
+pub struct RetrievalAdvisor<'m> {
+    memory: &'m InteractMemory,
+    embedder: &'m dyn Embedder,
+    episode_selector: &'m dyn Selector,
+    turn_selector: &'m dyn Selector,
+    config: AdvisorConfig,
+    position: StreamPos,
+}
+
+impl std::fmt::Debug for RetrievalAdvisor<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RetrievalAdvisor")
+            .field("episode_selector", &self.episode_selector.name())
+            .field("turn_selector", &self.turn_selector.name())
+            .field("config", &self.config)
+            .field("position", &self.position)
+            .finish()
+    }
+}
+
+impl<'m> RetrievalAdvisor<'m> {
+    /// An advisor for the episode at `position`.
+    pub fn new(
+        memory: &'m InteractMemory,
+        embedder: &'m dyn Embedder,
+        episode_selector: &'m dyn Selector,
+        turn_selector: &'m dyn Selector,
+        config: AdvisorConfig,
+        position: StreamPos,
+    ) -> RetrievalAdvisor<'m> {
+        RetrievalAdvisor {
+            memory,
+            embedder,
+            episode_selector,
+            turn_selector,
+            config,
+            position,
+        }
+    }
+}
+
+/// The record of a retrieval at `turn` (0: episode level).
+fn record_of<R: MemoryRecord>(
+    level: Level,
+    turn: usize,
+    found: &Retrieved<'_, R>,
+) -> InjectionRecord {
+    InjectionRecord {
+        level,
+        turn,
+        candidates: found.candidates.iter().map(|c| c.entry.id()).collect(),
+        chosen: found.injected().map(|c| c.entry.id()).collect(),
+        selector: found.selector.clone(),
+        note: found.note.clone(),
+    }
+}
+
+fn memory_error(error: impl std::fmt::Display) -> AgentError {
+    AgentError::Memory(error.to_string())
+}
+
+/// The turn-level hint for the chosen steps.
+pub fn render_turn_hint<'a>(chosen: impl IntoIterator<Item = &'a TurnMemory>) -> String {
+    let mut body = String::new();
+    let (mut positive, mut negative) = (false, false);
+    for (n, memory) in chosen.into_iter().enumerate() {
+        let label = match memory.polarity {
+            Polarity::Positive => {
+                positive = true;
+                "POSITIVE"
+            }
+            Polarity::Negative => {
+                negative = true;
+                "NEGATIVE"
+            }
+        };
+        let _ = writeln!(
+            body,
+            "[{}] action: {}\n    result: {}\n    outcome: {label}",
+            n + 1,
+            memory.action_skeleton,
+            memory.result.replace('\n', "\n    ")
+        );
+    }
+    if body.is_empty() {
+        return String::new();
+    }
+    let advice = match (positive, negative) {
+        (true, false) => "worth repeating",
+        (false, true) => "a mistake to avoid",
+        _ => "one to repeat or avoid as marked",
+    };
+    fill(
+        AGENT_MEMORY_TURN.trim_end(),
+        &[("advice", advice), ("memories", body.trim_end())],
+    )
+}
+
+impl MemoryAdvisor for RetrievalAdvisor<'_> {
+    fn before_episode(&mut self, task: &PublicTask) -> Result<Option<Injection>, AgentError> {
+        if !self.config.episode_level {
+            return Ok(None);
+        }
+        let view = self.memory.episodes_at(self.position, &task.instance_id);
+        let query = EpisodeQuery {
+            request: task.amb_user_query.clone(),
+        };
+        let found = retrieve(
+            &view,
+            &query,
+            self.embedder,
+            self.episode_selector,
+            &self.config.episode_retrieval,
+        )
+        .map_err(memory_error)?;
+        let mut body = String::new();
+        for (n, candidate) in found.injected().enumerate() {
+            let _ = writeln!(
+                body,
+                "[{}] {}",
+                n + 1,
+                candidate.entry.summary().replace('\n', "\n    ")
+            );
+        }
+        let text = if body.is_empty() {
+            String::new()
+        } else {
+            fill(
+                AGENT_MEMORY_EPISODE.trim_end(),
+                &[("memories", body.trim_end())],
+            )
+        };
+        Ok(Some(Injection {
+            text,
+            record: record_of(Level::Episode, 0, &found),
+        }))
+    }
+
+    fn before_turn(
+        &mut self,
+        task: &PublicTask,
+        steps: &[TrajectoryStep],
+    ) -> Result<Option<Injection>, AgentError> {
+        if !self.config.turn_level {
+            return Ok(None);
+        }
+        let view = self.memory.turns_at(self.position, &task.instance_id);
+        // The same function builds stored states, so live and stored states compare directly.
+        let state = TurnState::at(task, steps, self.memory.config().turn_observation_chars);
+        let found = retrieve(
+            &view,
+            &state,
+            self.embedder,
+            self.turn_selector,
+            &self.config.turn_retrieval,
+        )
+        .map_err(memory_error)?;
+        Ok(Some(Injection {
+            text: render_turn_hint(found.injected().map(|c| c.entry)),
+            record: record_of(Level::Turn, steps.len() + 1, &found),
+        }))
+    }
+}

@@ -1,0 +1,231 @@
+//! The agent with long-term memory in a run: memories reach only later episodes, every
+//! retrieval is recorded, a frozen memory is only read, and the memory folder is rebuilt from
+//! the log so a resumed run ends with the same files as an uninterrupted one.
+
+use crate::common::{custom_tasks, request_text, warm_task, ScriptedModel};
+use merit_core::model::{ChatModel, Embedder, ModelError};
+use merit_interact::memory::{
+    AdvisorConfig, CosineSelector, InsightConfig, InsightExtractor, Level, MemoryConfig,
+    EPISODE_FILE, TURN_FILE,
+};
+use merit_interact::{
+    read_log, run_tasks_with_memory, sqlite_backend, AgentConfig, EnvConfig, MemoryRun, ReactAgent,
+    RunSpec, RunSummary, ScriptedSimulator, TaskSet,
+};
+use std::path::Path;
+use std::sync::Arc;
+
+const SOLVE: &str =
+    "Thought: done.\nAction: submit('SELECT COUNT(*) FROM observatories WHERE airtempc > 20')";
+const INSIGHT: &str = r#"{"worked": ["submitted a direct count"], "failed": [],
+  "key_insight": "Warm means an air temperature above 20 degrees.", "info_gaps": []}"#;
+
+/// Word-count vectors over a few words of the warm task, plus a catch-all axis.
+struct WordEmbedder;
+
+const WORDS: [&str; 4] = ["observatories", "warm", "weather", "submit"];
+
+impl Embedder for WordEmbedder {
+    fn id(&self) -> String {
+        "test:words".into()
+    }
+    fn dimension(&self) -> usize {
+        WORDS.len() + 1
+    }
+    fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, ModelError> {
+        Ok(texts
+            .iter()
+            .map(|text| {
+                let lower = text.to_lowercase();
+                let mut v: Vec<f32> = WORDS
+                    .iter()
+                    .map(|w| lower.matches(w).count() as f32)
+                    .collect();
+                v.push(1.0);
+                let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+                v.iter().map(|x| x / norm).collect()
+            })
+            .collect())
+    }
+}
+
+/// Agent and insight model in one: insight requests get the insight, others the solution.
+fn model() -> Arc<ScriptedModel> {
+    ScriptedModel::new("solver", |request, _| {
+        Ok(if request.prompt_version.contains("insight") {
+            INSIGHT.to_string()
+        } else {
+            SOLVE.to_string()
+        })
+    })
+}
+
+fn tasks() -> (tempfile::TempDir, TaskSet, Vec<String>) {
+    let ids: Vec<String> = (1..=3).map(|n| format!("alien_96{n:02}")).collect();
+    let records: Vec<_> = ids.iter().map(|id| warm_task(id, false)).collect();
+    let (dir, set) = custom_tasks(&records);
+    (dir, set, ids)
+}
+
+fn run(
+    set: &TaskSet,
+    ids: &[String],
+    dir: &Path,
+    base: Option<&Path>,
+    write: bool,
+    model: Arc<ScriptedModel>,
+) -> RunSummary {
+    let log = dir.join("episodes.jsonl");
+    let spec = RunSpec {
+        set,
+        instance_ids: ids,
+        log: &log,
+        env: EnvConfig::default(),
+        simulator_model: None,
+    };
+    let agent = ReactAgent::new(model.clone() as Arc<dyn ChatModel>, AgentConfig::default());
+    let extractor = InsightExtractor::new(model, InsightConfig::default());
+    let selector = CosineSelector::default();
+    let memory = MemoryRun {
+        dir: dir.join("memory"),
+        base: base.map(Path::to_path_buf),
+        config: MemoryConfig::default(),
+        advisor: AdvisorConfig::default(),
+        embedder: &WordEmbedder,
+        episode_selector: &selector,
+        turn_selector: &selector,
+        insight: Some(&extractor),
+        write,
+    };
+    run_tasks_with_memory(
+        &spec,
+        &agent,
+        &memory,
+        sqlite_backend,
+        |_| ScriptedSimulator::default(),
+        |_| {},
+    )
+    .expect("the run finishes")
+}
+
+fn file(dir: &Path, name: &str) -> String {
+    std::fs::read_to_string(dir.join(name)).unwrap_or_default()
+}
+
+#[test]
+fn memories_reach_later_episodes_only_and_every_retrieval_is_recorded() {
+    let (dir, set, ids) = tasks();
+    let model = model();
+    let summary = run(&set, &ids, dir.path(), None, true, model.clone());
+    assert_eq!(summary.ran, 3);
+    let agent_requests: Vec<String> = model
+        .seen()
+        .iter()
+        .filter(|r| r.prompt_version.ends_with("/agent"))
+        .map(request_text)
+        .collect();
+    assert_eq!(agent_requests.len(), 3, "one turn per episode");
+    // The first episode has nothing to retrieve; the later ones see the earlier episodes.
+    assert!(!agent_requests[0].contains("From your memory"));
+    assert!(!agent_requests[0].contains("Memory hint"));
+    for later in &agent_requests[1..] {
+        assert!(later.contains("From your memory"), "{later}");
+        assert!(later.contains("Warm means an air temperature above 20 degrees."));
+        assert!(later.contains("Memory hint"), "{later}");
+        assert!(later.contains("SUBMIT SQL: SELECT COUNT(*) FROM observatories WHERE airtempc > ?"));
+    }
+    let log = read_log(&dir.path().join("episodes.jsonl")).unwrap();
+    let first = &log.records[0];
+    assert_eq!(first.injections.len(), 2, "{:?}", first.injections);
+    assert!(first.injections.iter().all(|i| i.candidates.is_empty()));
+    let third = &log.records[2];
+    let episode = third
+        .injections
+        .iter()
+        .find(|i| i.level == Level::Episode)
+        .unwrap();
+    assert_eq!(episode.turn, 0);
+    assert_eq!(episode.candidates.len(), 2, "two earlier episodes");
+    assert_eq!(episode.chosen.len(), 1, "the paper's default injects one");
+    assert_eq!(episode.selector, "cosine");
+    let turn = third
+        .injections
+        .iter()
+        .find(|i| i.level == Level::Turn)
+        .unwrap();
+    assert_eq!(turn.turn, 1);
+    assert!(third.insight.is_some());
+    assert_eq!(third.memory_usage.as_ref().unwrap().insight_calls, 1);
+    let memory = dir.path().join("memory");
+    assert_eq!(file(&memory, EPISODE_FILE).lines().count(), 3);
+    assert_eq!(file(&memory, TURN_FILE).lines().count(), 3);
+}
+
+#[test]
+fn a_resumed_run_rebuilds_the_same_memory_as_an_uninterrupted_one() {
+    let (dir, set, ids) = tasks();
+    let whole = dir.path().join("whole");
+    run(&set, &ids, &whole, None, true, model());
+    let parts = dir.path().join("parts");
+    run(&set, &ids[..1], &parts, None, true, model());
+    // A kill in the middle of a commit: the episode line never reached the memory.
+    std::fs::write(parts.join("memory").join(EPISODE_FILE), "").unwrap();
+    let resumed_model = model();
+    let summary = run(&set, &ids, &parts, None, true, resumed_model.clone());
+    assert_eq!((summary.ran, summary.already_logged), (2, 1));
+    for name in [
+        "episodes.jsonl",
+        "memory/episodes.jsonl",
+        "memory/turns.jsonl",
+    ] {
+        assert_eq!(file(&whole, name), file(&parts, name), "{name} differs");
+    }
+    // Rebuilding asks no model: the insight of logged episodes is in the log.
+    let insight_calls = resumed_model
+        .seen()
+        .iter()
+        .filter(|r| r.prompt_version.contains("insight"))
+        .count();
+    assert_eq!(insight_calls, 2);
+}
+
+#[test]
+fn a_frozen_memory_is_read_but_not_extended() {
+    let (dir, set, ids) = tasks();
+    let train = dir.path().join("train");
+    run(&set, &ids[..1], &train, None, true, model());
+    let eval = dir.path().join("eval");
+    let model = model();
+    run(
+        &set,
+        &ids[1..],
+        &eval,
+        Some(&train.join("memory")),
+        false,
+        model.clone(),
+    );
+    for name in [EPISODE_FILE, TURN_FILE] {
+        assert_eq!(
+            file(&train.join("memory"), name),
+            file(&eval.join("memory"), name),
+            "{name}: the frozen memory changed"
+        );
+    }
+    let log = read_log(&eval.join("episodes.jsonl")).unwrap();
+    for record in &log.records {
+        let episode = record
+            .injections
+            .iter()
+            .find(|i| i.level == Level::Episode)
+            .unwrap();
+        assert_eq!(episode.candidates.len(), 1, "only the base episode");
+        assert!(
+            record.insight.is_none(),
+            "a frozen memory asks for no insight"
+        );
+    }
+    assert!(model
+        .seen()
+        .iter()
+        .all(|r| !r.prompt_version.contains("insight")));
+}
