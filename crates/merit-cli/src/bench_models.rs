@@ -315,6 +315,7 @@ fn run_episode(
             messages: messages.clone(),
             decoding: decoding.clone(),
             prompt_version: "bench-episode".to_string(),
+            tools: Vec::new(),
         };
         let started = Instant::now();
         let (reply, stats) = chat.chat_with_stats(&request)?;

@@ -7,13 +7,13 @@ use crate::run_cmd::{merit_home, RUN_CONTEXT_SIZE};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use merit_core::model::{ChatModel, Embedder};
-use merit_interact::agent::{AgentConfig, ReactAgent};
+use merit_interact::agent::{AgentConfig, ReactAgent, ToolCallMode};
 use merit_interact::memory::{
     AdvisorConfig, Bm25Selector, CosineSelector, InsightConfig, InsightExtractor, MemoryConfig,
     ModelSelector, Retention, RetrievalConfig, Selector,
 };
 use merit_interact::runlog::{
-    run_tasks, run_tasks_with_memory, EpisodeLog, EpisodeRecord, MemoryRun, RunSpec,
+    read_log, run_tasks, run_tasks_with_memory, EpisodeRecord, MemoryRun, RunSpec,
 };
 use merit_interact::simulator::model::{ModelSimulator, ModelSimulatorConfig};
 use merit_interact::{sqlite_backend, Category, EnvConfig, TaskSet};
@@ -108,8 +108,20 @@ pub struct InteractRunArgs {
     /// Reply cache folder (default: `$MERIT_HOME/replies`).
     #[arg(long)]
     cache: Option<PathBuf>,
+    /// How the agent exchanges actions: native tool calls when the server supports them
+    /// (auto; the embedded model has none), always the text protocol, or always native.
+    #[arg(long, value_enum, default_value_t = ToolCallsArg::Auto)]
+    tool_calls: ToolCallsArg,
     #[command(flatten)]
     memory: MemoryArgs,
+}
+
+/// `--tool-calls` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ToolCallsArg {
+    Auto,
+    Text,
+    Native,
 }
 
 /// Which selector chooses among the embedding stage's candidates.
@@ -174,6 +186,16 @@ pub struct InteractReportArgs {
     /// Print JSON instead of a Markdown table.
     #[arg(long)]
     json: bool,
+    /// Compare every run with this one on their common tasks: paired differences of phase 1
+    /// and phase 2 success with 95% bootstrap intervals (tasks resampled).
+    #[arg(long)]
+    baseline: Option<PathBuf>,
+    /// Bootstrap resamples.
+    #[arg(long, default_value_t = 10_000)]
+    resamples: usize,
+    /// Bootstrap seed.
+    #[arg(long, default_value_t = 0)]
+    bootstrap_seed: u64,
 }
 
 /// Runs an `interact` subcommand.
@@ -317,7 +339,17 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
         )?),
     };
     let model: Arc<dyn ChatModel> = Arc::new(CachedChat::from_arc(live, Arc::clone(&store)));
-    let agent = ReactAgent::new(Arc::clone(&model), AgentConfig::default());
+    let agent = ReactAgent::new(
+        Arc::clone(&model),
+        AgentConfig {
+            tool_calls: match args.tool_calls {
+                ToolCallsArg::Auto => ToolCallMode::Auto,
+                ToolCallsArg::Text => ToolCallMode::Text,
+                ToolCallsArg::Native => ToolCallMode::Native,
+            },
+            ..AgentConfig::default()
+        },
+    );
     let log = args.out.join(LOG_FILE);
     check_run_settings(&args, &model.id())?;
     let spec = RunSpec {
@@ -427,6 +459,7 @@ fn check_run_settings(args: &InteractRunArgs, model_id: &str) -> Result<()> {
         "tasks": args.tasks,
         "ground_truth": args.ground_truth,
         "model": model_id,
+        "tool_calls": format!("{:?}", args.tool_calls).to_lowercase(),
         "memory": &args.memory,
     });
     let path = args.out.join(SETTINGS_FILE);
@@ -467,6 +500,12 @@ struct InteractSummary {
     simulator_calls: u64,
     prompt_tokens: u64,
     completion_tokens: u64,
+    /// Memory retrievals made (both levels).
+    retrievals: usize,
+    /// Share of episodes that had at least one memory injected, in percent.
+    episodes_with_memory: f64,
+    /// Insight calls spent on memory writing.
+    insight_calls: u64,
 }
 
 fn summarise(runs: &[PathBuf]) -> Result<Vec<InteractSummary>> {
@@ -481,8 +520,8 @@ fn summarise_one(dir: &Path) -> Result<InteractSummary> {
             dir.display()
         );
     }
-    let (_, loaded) = EpisodeLog::open(&log)?;
-    let records: Vec<EpisodeRecord> = loaded.records;
+    // Read only: a report never touches the log (a torn tail stays for the run to cut).
+    let records: Vec<EpisodeRecord> = read_log(&log)?.records;
     let n = records.len().max(1) as f64;
     let share = |count: usize| count as f64 / n * 100.0;
     Ok(InteractSummary {
@@ -528,17 +567,122 @@ fn summarise_one(dir: &Path) -> Result<InteractSummary> {
             .iter()
             .map(|r| r.agent_usage.completion_tokens + r.simulator_usage.completion_tokens)
             .sum(),
+        retrievals: records.iter().map(|r| r.injections.len()).sum(),
+        episodes_with_memory: share(
+            records
+                .iter()
+                .filter(|r| r.injections.iter().any(|i| !i.chosen.is_empty()))
+                .count(),
+        ),
+        insight_calls: records
+            .iter()
+            .filter_map(|r| r.memory_usage.as_ref())
+            .map(|u| u.insight_calls)
+            .sum(),
     })
+}
+
+/// One run against the baseline on their common tasks.
+#[derive(Debug, Serialize)]
+struct PairedComparison {
+    run: String,
+    baseline: String,
+    common_tasks: usize,
+    phase1: merit_lab::stats::PairedDifference,
+    phase2: merit_lab::stats::PairedDifference,
+}
+
+/// Phase 1 and phase 2 success (1/0) of one task.
+type PhaseOutcomes = (u8, u8);
+
+fn compare(
+    runs: &[PathBuf],
+    baseline: &Path,
+    resamples: usize,
+    seed: u64,
+) -> Result<Vec<PairedComparison>> {
+    let outcomes = |dir: &Path| -> Result<std::collections::BTreeMap<String, (u8, u8)>> {
+        Ok(read_log(&dir.join(LOG_FILE))?
+            .records
+            .into_iter()
+            .map(|r| {
+                let o = r.trajectory.outcome;
+                (
+                    r.instance_id,
+                    (u8::from(o.phase1_passed), u8::from(o.phase2_passed)),
+                )
+            })
+            .collect())
+    };
+    let base = outcomes(baseline)?;
+    runs.iter()
+        .filter(|run| run.as_path() != baseline)
+        .map(|run| {
+            let this = outcomes(run)?;
+            // Tasks in both logs, in id order, so the pairing does not depend on file order.
+            let common: Vec<(&PhaseOutcomes, &PhaseOutcomes)> = this
+                .iter()
+                .filter_map(|(id, a)| base.get(id).map(|b| (a, b)))
+                .collect();
+            if common.is_empty() {
+                bail!(
+                    "{} and {} have no task in common",
+                    run.display(),
+                    baseline.display()
+                );
+            }
+            let column = |phase: usize| -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+                common
+                    .iter()
+                    .map(|(a, b)| {
+                        let pick = |o: &(u8, u8)| if phase == 1 { o.0 } else { o.1 };
+                        (vec![pick(a)], vec![pick(b)])
+                    })
+                    .unzip()
+            };
+            let (a1, b1) = column(1);
+            let (a2, b2) = column(2);
+            Ok(PairedComparison {
+                run: run.display().to_string(),
+                baseline: baseline.display().to_string(),
+                common_tasks: common.len(),
+                phase1: merit_lab::stats::paired_cluster_bootstrap(&a1, &b1, resamples, seed)?,
+                phase2: merit_lab::stats::paired_cluster_bootstrap(&a2, &b2, resamples, seed)?,
+            })
+        })
+        .collect()
+}
+
+fn render_comparisons(comparisons: &[PairedComparison]) -> String {
+    let mut out = String::from(
+        "| run | vs baseline | common tasks | Δ phase 1 (pp) [95% CI] | Δ phase 2 (pp) [95% CI] |\n\
+         |---|---|---:|---:|---:|\n",
+    );
+    for c in comparisons {
+        out.push_str(&format!(
+            "| {} | {} | {} | {:+.1} [{:+.1}, {:+.1}] | {:+.1} [{:+.1}, {:+.1}] |\n",
+            c.run,
+            c.baseline,
+            c.common_tasks,
+            c.phase1.delta_pp,
+            c.phase1.ci_low_pp,
+            c.phase1.ci_high_pp,
+            c.phase2.delta_pp,
+            c.phase2.ci_low_pp,
+            c.phase2.ci_high_pp
+        ));
+    }
+    out
 }
 
 fn render(summaries: &[InteractSummary]) -> String {
     let mut out = String::from(
-        "| run | tasks (Q/M) | phase 1 % | phase 2 % | reward | turns | agent calls | simulator calls | tokens (prompt/output) |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| run | tasks (Q/M) | phase 1 % | phase 2 % | reward | turns | agent calls | simulator calls | tokens (prompt/output) | retrievals | episodes with memory % |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for s in summaries {
         out.push_str(&format!(
-            "| {} | {} ({}/{}) | {:.1} | {:.1} | {:.3} | {:.1} | {} | {} | {}/{} |\n",
+            "| {} | {} ({}/{}) | {:.1} | {:.1} | {:.3} | {:.1} | {} | {} | {}/{} | {} | {:.1} |\n",
             s.run,
             s.tasks,
             s.query_tasks,
@@ -550,7 +694,9 @@ fn render(summaries: &[InteractSummary]) -> String {
             s.agent_calls,
             s.simulator_calls,
             s.prompt_tokens,
-            s.completion_tokens
+            s.completion_tokens,
+            s.retrievals,
+            s.episodes_with_memory
         ));
     }
     out
@@ -558,10 +704,19 @@ fn render(summaries: &[InteractSummary]) -> String {
 
 fn report(args: InteractReportArgs) -> Result<()> {
     let summaries = summarise(&args.runs)?;
+    let comparisons = match &args.baseline {
+        Some(baseline) => compare(&args.runs, baseline, args.resamples, args.bootstrap_seed)?,
+        None => Vec::new(),
+    };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&summaries)?);
+        let report = serde_json::json!({"runs": summaries, "comparisons": comparisons});
+        println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", render(&summaries));
+        if !comparisons.is_empty() {
+            println!();
+            print!("{}", render_comparisons(&comparisons));
+        }
     }
     Ok(())
 }

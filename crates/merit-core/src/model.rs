@@ -17,6 +17,30 @@ pub enum Role {
     User,
     /// The model.
     Assistant,
+    /// The result of a native tool call, answering [`ChatMessage::tool_call_id`].
+    Tool,
+}
+
+/// A tool the model may call natively (OpenAI-style function calling).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// The function name.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// JSON Schema of its arguments object.
+    pub parameters: serde_json::Value,
+}
+
+/// A native tool call written by the model.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The backend's id of the call; the tool result message refers to it.
+    pub id: String,
+    /// The function name.
+    pub name: String,
+    /// The arguments as the model wrote them: a JSON object in text (it may be malformed).
+    pub arguments: String,
 }
 
 /// One message of a conversation.
@@ -26,30 +50,53 @@ pub struct ChatMessage {
     pub role: Role,
     /// Text.
     pub content: String,
+    /// Native tool calls of an assistant message (empty in the text protocol; omitted from
+    /// the serialized form then, so cache keys of plain conversations do not change).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// For a [`Role::Tool`] message: the call it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
 }
 
 impl ChatMessage {
     /// A user message.
     pub fn user(content: impl Into<String>) -> ChatMessage {
-        ChatMessage {
-            role: Role::User,
-            content: content.into(),
-        }
+        ChatMessage::plain(Role::User, content)
     }
 
     /// A system message.
     pub fn system(content: impl Into<String>) -> ChatMessage {
-        ChatMessage {
-            role: Role::System,
-            content: content.into(),
-        }
+        ChatMessage::plain(Role::System, content)
     }
 
     /// An assistant message.
     pub fn assistant(content: impl Into<String>) -> ChatMessage {
+        ChatMessage::plain(Role::Assistant, content)
+    }
+
+    /// An assistant message that made native tool calls.
+    pub fn assistant_with_tools(content: impl Into<String>, calls: Vec<ToolCall>) -> ChatMessage {
         ChatMessage {
-            role: Role::Assistant,
+            tool_calls: calls,
+            ..ChatMessage::plain(Role::Assistant, content)
+        }
+    }
+
+    /// The result of the native tool call `call_id`.
+    pub fn tool_result(call_id: impl Into<String>, content: impl Into<String>) -> ChatMessage {
+        ChatMessage {
+            tool_call_id: Some(call_id.into()),
+            ..ChatMessage::plain(Role::Tool, content)
+        }
+    }
+
+    fn plain(role: Role, content: impl Into<String>) -> ChatMessage {
+        ChatMessage {
+            role,
             content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
         }
     }
 }
@@ -87,6 +134,26 @@ pub struct ChatRequest {
     pub decoding: Decoding,
     /// Identifier of the prompt template that produced the messages (part of cache keys).
     pub prompt_version: String,
+    /// Tools offered for native calls; empty for the text protocol. Only backends whose
+    /// [`ChatModel::supports_tools`] is true use them; the others ignore them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolSpec>,
+}
+
+impl ChatRequest {
+    /// A request without tools.
+    pub fn new(
+        messages: Vec<ChatMessage>,
+        decoding: Decoding,
+        prompt_version: impl Into<String>,
+    ) -> ChatRequest {
+        ChatRequest {
+            messages,
+            decoding,
+            prompt_version: prompt_version.into(),
+            tools: Vec::new(),
+        }
+    }
 }
 
 /// A model's answer with its cost.
@@ -104,6 +171,9 @@ pub struct ChatReply {
     /// `true` when the reply came from the reply cache rather than the model.
     #[serde(default)]
     pub cached: bool,
+    /// Native tool calls in the reply (empty in the text protocol).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
 }
 
 /// Why a model call failed.
@@ -138,6 +208,12 @@ pub trait ChatModel: Send + Sync {
 
     /// Generates one reply.
     fn chat(&self, request: &ChatRequest) -> Result<ChatReply, ModelError>;
+
+    /// Whether the backend passes [`ChatRequest::tools`] to the model and returns native
+    /// [`ChatReply::tool_calls`]. Callers use the text protocol when it does not.
+    fn supports_tools(&self) -> bool {
+        false
+    }
 }
 
 /// A sentence embedder returning L2-normalised vectors.

@@ -1,10 +1,18 @@
-//! Small helpers to read typed fields out of parsed JSON with errors that name the field.
+//! Small helpers to read typed fields out of parsed JSON with errors that name the field, and
+//! the one "ask for a strict JSON reply, retry once" call shared by every model-written record.
 //!
 //! Task records are read through `serde_json::Value` rather than derived `Deserialize`
 //! because serde's messages quote the offending value, and in a task or ground-truth file that
 //! value can be gold SQL. These helpers report the JSON path and the expected shape only.
+//!
+//! [`ask_json`] is used by the task generator (`gen::request`), the insight extractor
+//! (`memory::insight`) and the rubric judge (`prm`): one greedy call, the reply checked by the
+//! caller's parser, a malformed reply sent back once with the parser's reason, and a request
+//! the backend refuses as invalid turned into an unusable outcome rather than an error.
 
 use crate::error::LoadError;
+use crate::prompts::fill;
+use merit_core::model::{ChatMessage, ChatModel, ChatRequest, Decoding, ModelError};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
@@ -137,5 +145,223 @@ pub(crate) fn join(prefix: &str, key: &str) -> String {
         key.to_string()
     } else {
         format!("{prefix}.{key}")
+    }
+}
+
+/// How much text around a JSON reply is forgiven.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wrapping {
+    /// A `<think>` block, a code fence and any text around the outermost braces are dropped
+    /// (the generator and the insight extractor: small models add them whatever the prompt
+    /// says, and the record is what matters).
+    Lenient,
+    /// Only a leading `<think>` block, surrounding whitespace and one Markdown code fence
+    /// around the object are dropped; any other text before or after the object is an error
+    /// (the rubric judge, whose format validity is itself measured).
+    Fenced,
+}
+
+/// Drops a leading reasoning block: everything up to the first `</think>`.
+fn after_think(reply: &str) -> &str {
+    match reply.find("</think>") {
+        Some(end) => &reply[end + "</think>".len()..],
+        None => reply,
+    }
+}
+
+/// The one JSON object of a model reply, with `wrapping` deciding what may surround it. The
+/// error says what is wrong in words the model can act on.
+pub(crate) fn reply_object(reply: &str, wrapping: Wrapping) -> Result<Map<String, Value>, String> {
+    let text = after_think(reply);
+    let body = match wrapping {
+        Wrapping::Lenient => {
+            let (Some(start), Some(end)) = (text.find('{'), text.rfind('}')) else {
+                return Err("it contains no JSON object".to_string());
+            };
+            if end < start {
+                return Err("it contains no JSON object".to_string());
+            }
+            &text[start..=end]
+        }
+        Wrapping::Fenced => {
+            let trimmed = text.trim();
+            let unfenced = unfence(trimmed).unwrap_or(trimmed);
+            if !unfenced.contains('{') {
+                return Err("it contains no JSON object".to_string());
+            }
+            if !unfenced.starts_with('{') || !unfenced.ends_with('}') {
+                return Err(
+                    "it has text before or after the JSON object; reply with the object alone"
+                        .to_string(),
+                );
+            }
+            unfenced
+        }
+    };
+    let value: Value =
+        serde_json::from_str(body).map_err(|e| format!("it is not valid JSON ({e})"))?;
+    match value {
+        Value::Object(object) => Ok(object),
+        _ => Err("the reply must be one JSON object".to_string()),
+    }
+}
+
+/// The inside of one Markdown code fence that makes up all of `text` (```` ```json ```` or a
+/// bare ```` ``` ````), trimmed; `None` when `text` is not exactly one fenced block.
+fn unfence(text: &str) -> Option<&str> {
+    let rest = text.strip_prefix("```")?;
+    let rest = rest.strip_suffix("```")?;
+    // The info string runs to the end of the opening line.
+    let newline = rest.find('\n')?;
+    let info = rest[..newline].trim();
+    if !(info.is_empty() || info.eq_ignore_ascii_case("json")) {
+        return None;
+    }
+    let inner = &rest[newline + 1..];
+    if inner.contains("```") {
+        return None;
+    }
+    Some(inner.trim())
+}
+
+/// One strict-JSON model call: the first messages, the decoding budget, the two prompt
+/// versions, and the retry template (one `{{error}}` slot).
+pub(crate) struct JsonCall<'a> {
+    /// The conversation of the first call.
+    pub(crate) messages: Vec<ChatMessage>,
+    /// Token limit of each reply.
+    pub(crate) max_tokens: u32,
+    /// `prompt_version` of the first call.
+    pub(crate) version: String,
+    /// `prompt_version` of the retry.
+    pub(crate) retry_version: String,
+    /// The user message sent after a malformed reply.
+    pub(crate) retry_template: &'a str,
+}
+
+/// What [`ask_json`] produced.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct JsonReply<T> {
+    /// The parsed value, or why the replies were unusable (the last reason).
+    pub(crate) value: Result<T, String>,
+    /// Model calls made (0 to 2).
+    pub(crate) calls: u32,
+    /// Prompt tokens over the calls.
+    pub(crate) prompt_tokens: u64,
+    /// Completion tokens over the calls.
+    pub(crate) completion_tokens: u64,
+}
+
+/// Asks `model` greedily, parses the reply with `parse`, and on a malformed reply sends it
+/// back once (as an assistant message) followed by the retry template filled with the reason.
+/// A backend error is returned as is; `ModelError::InvalidRequest` (a prompt longer than the
+/// context) is deterministic and becomes an unusable value instead, so a rerun does not hit
+/// it again.
+pub(crate) fn ask_json<T>(
+    model: &dyn ChatModel,
+    call: JsonCall<'_>,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<JsonReply<T>, ModelError> {
+    let decoding = Decoding {
+        max_tokens: call.max_tokens,
+        ..Decoding::default()
+    };
+    let mut messages = call.messages;
+    let mut outcome = JsonReply {
+        value: Err(String::new()),
+        calls: 0,
+        prompt_tokens: 0,
+        completion_tokens: 0,
+    };
+    for attempt in 0..2 {
+        let version = if attempt == 0 {
+            &call.version
+        } else {
+            &call.retry_version
+        };
+        let request = ChatRequest::new(messages.clone(), decoding.clone(), version.clone());
+        let reply = match model.chat(&request) {
+            Ok(reply) => reply,
+            Err(ModelError::InvalidRequest(message)) => {
+                outcome.value = Err(format!("the model refused the request: {message}"));
+                return Ok(outcome);
+            }
+            Err(error) => return Err(error),
+        };
+        outcome.calls += 1;
+        outcome.prompt_tokens += u64::from(reply.prompt_tokens);
+        outcome.completion_tokens += u64::from(reply.completion_tokens);
+        match parse(&reply.text) {
+            Ok(value) => {
+                outcome.value = Ok(value);
+                return Ok(outcome);
+            }
+            Err(error) => {
+                messages.push(ChatMessage::assistant(reply.text));
+                messages.push(ChatMessage::user(fill(
+                    call.retry_template.trim_end(),
+                    &[("error", &error)],
+                )));
+                outcome.value = Err(error);
+            }
+        }
+    }
+    Ok(outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lenient_wrapping_finds_the_outer_braces() {
+        let object = reply_object(
+            "<think>{ x</think>Sure:\n```json\n{\"a\": 1}\n```\nbye",
+            Wrapping::Lenient,
+        )
+        .unwrap();
+        assert_eq!(object["a"], 1);
+        assert!(reply_object("no json", Wrapping::Lenient)
+            .unwrap_err()
+            .contains("no JSON"));
+        assert!(reply_object("} {", Wrapping::Lenient)
+            .unwrap_err()
+            .contains("no JSON"));
+        assert!(reply_object("[1] {", Wrapping::Lenient).is_err());
+    }
+
+    #[test]
+    fn fenced_wrapping_allows_a_fence_and_nothing_else() {
+        for good in [
+            "{\"a\": 1}",
+            "  <think>hmm {</think>\n{\"a\": 1}\n",
+            "```json\n{\"a\": 1}\n```",
+            "```\n{\"a\": 1}\n```",
+        ] {
+            assert_eq!(
+                reply_object(good, Wrapping::Fenced).unwrap()["a"],
+                1,
+                "{good}"
+            );
+        }
+        for prose in [
+            "Here it is: {\"a\": 1}",
+            "{\"a\": 1} Hope this helps.",
+            "```python\n{\"a\": 1}\n```",
+            "```json\n{\"a\": 1}\n``` more",
+        ] {
+            assert!(
+                reply_object(prose, Wrapping::Fenced)
+                    .unwrap_err()
+                    .contains("text before or after"),
+                "{prose}"
+            );
+        }
+        assert!(reply_object("[1, 2]", Wrapping::Fenced)
+            .unwrap_err()
+            .contains("no JSON"));
+        assert!(reply_object("{\"a\": }", Wrapping::Fenced)
+            .unwrap_err()
+            .contains("not valid JSON"));
     }
 }

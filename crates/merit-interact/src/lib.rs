@@ -26,6 +26,9 @@
 //! * [`memory`]: the dual-level memory (episode and turn memories built from finished
 //!   trajectories, append-only JSONL), two-stage retrieval (embedding top-10, then a
 //!   [`memory::Selector`]: BM25, cosine or a prompted model; `merit-interact-memory-v1`).
+//! * [`prm`]: the rubric process reward model: the teacher [`prm::RubricJudge`], the
+//!   [`prm::Rubric`] and its scalar reward, resumable annotation files
+//!   (`merit-interact-prm-v1`).
 //!
 //! Data attribution: BIRD-Interact (bird-bench), data CC BY-SA 4.0.
 
@@ -44,6 +47,7 @@ pub mod judge;
 pub mod memory;
 pub mod meta;
 pub mod pg;
+pub mod prm;
 pub mod prompts;
 pub mod runlog;
 pub mod simulator;
@@ -52,7 +56,7 @@ pub mod task;
 pub use action::{ActionCall, Target};
 pub use agent::{
     AgentConfig, AgentError, AgentStop, EpisodeResult, Injection, InjectionRecord, MemoryAdvisor,
-    NoMemory, ReactAgent,
+    NoMemory, ReactAgent, ToolCallMode,
 };
 pub use backend::{InteractBackend, PythonTarget, Rows, SqliteBackend, StatementFailure};
 pub use budget::{Budget, Coins, DEFAULT_PATIENCE};

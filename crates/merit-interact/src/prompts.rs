@@ -14,6 +14,8 @@ pub const SIMULATOR_CHOOSE: &str = include_str!("../prompts/simulator_choose.txt
 pub const SIMULATOR_ANSWER: &str = include_str!("../prompts/simulator_answer.txt");
 /// The agent's system message.
 pub const AGENT_SYSTEM: &str = include_str!("../prompts/agent_system.txt");
+/// The agent's system message when the backend takes native tool calls.
+pub const AGENT_SYSTEM_TOOLS: &str = include_str!("../prompts/agent_system_tools.txt");
 /// The agent's first user message.
 pub const AGENT_TASK: &str = include_str!("../prompts/agent_task.txt");
 /// Every later user message of the agent (one observation).
@@ -102,6 +104,7 @@ mod tests {
                 ][..],
             ),
             (AGENT_SYSTEM, &["dialect"][..]),
+            (AGENT_SYSTEM_TOOLS, &["dialect"][..]),
             (AGENT_TASK, &["opening"][..]),
             (AGENT_OBSERVATION, &["observation", "hint"][..]),
         ] {

@@ -43,6 +43,7 @@ impl ChatModel for PromptModel {
             completion_tokens: 5,
             latency: Duration::ZERO,
             cached: false,
+            tool_calls: Vec::new(),
         })
     }
 }

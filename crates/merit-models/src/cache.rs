@@ -21,7 +21,9 @@
 //! parallel processes running the same experiment share their replies.
 
 use crate::registry::hex;
-use merit_core::model::{ChatMessage, ChatModel, ChatReply, ChatRequest, Embedder, ModelError};
+use merit_core::model::{
+    ChatMessage, ChatModel, ChatReply, ChatRequest, Embedder, ModelError, ToolCall, ToolSpec,
+};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -52,6 +54,9 @@ pub fn chat_key(model_id: &str, request: &ChatRequest) -> String {
         stop: &'a [String],
         seed: u64,
         prompt_version: &'a str,
+        // Absent without tools, so keys of plain requests are those of earlier versions.
+        #[serde(skip_serializing_if = "<[ToolSpec]>::is_empty")]
+        tools: &'a [ToolSpec],
     }
     let decoding = &request.decoding;
     // -0.0 and 0.0 both mean greedy; one key for both.
@@ -70,6 +75,7 @@ pub fn chat_key(model_id: &str, request: &ChatRequest) -> String {
         stop: &decoding.stop,
         seed: decoding.seed,
         prompt_version: &request.prompt_version,
+        tools: &request.tools,
     })
 }
 
@@ -129,6 +135,8 @@ struct StoredReply {
     prompt_tokens: u32,
     completion_tokens: u32,
     latency_ms: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<ToolCall>,
 }
 
 fn encode_vector(vector: &[f32]) -> String {
@@ -359,6 +367,7 @@ impl ReplyStore {
                 completion_tokens: reply.completion_tokens,
                 latency: Duration::from_millis(reply.latency_ms),
                 cached: true,
+                tool_calls: reply.tool_calls,
             }),
             Stored::Embedding { .. } => None,
         }
@@ -382,6 +391,7 @@ impl ReplyStore {
                     prompt_tokens: reply.prompt_tokens,
                     completion_tokens: reply.completion_tokens,
                     latency_ms: reply.latency.as_millis().min(u128::from(u64::MAX)) as u64,
+                    tool_calls: reply.tool_calls.clone(),
                 },
             },
             model: model.to_string(),
@@ -709,6 +719,10 @@ impl<M: ChatModel + ?Sized> CachedChat<M> {
 impl<M: ChatModel + ?Sized> ChatModel for CachedChat<M> {
     fn id(&self) -> String {
         self.inner.id()
+    }
+
+    fn supports_tools(&self) -> bool {
+        self.inner.supports_tools()
     }
 
     fn chat(&self, request: &ChatRequest) -> Result<ChatReply, ModelError> {

@@ -453,6 +453,9 @@ fn role_name(role: Role) -> &'static str {
         Role::System => "system",
         Role::User => "user",
         Role::Assistant => "assistant",
+        // Never sent to this backend (it does not support native tools); if a caller does,
+        // the result reads as a user turn, which is what Qwen's own template does with it.
+        Role::Tool => "user",
     }
 }
 
@@ -950,6 +953,7 @@ impl<'m> Engine<'m> {
             completion_tokens,
             latency: started.elapsed(),
             cached: false,
+            tool_calls: Vec::new(),
         };
         Ok((reply, stats))
     }

@@ -19,7 +19,7 @@
 //! retried: repeating them cannot help. After the last attempt the error says what happened
 //! and how many attempts were made.
 
-use merit_core::model::{ChatModel, ChatReply, ChatRequest, Embedder, ModelError, Role};
+use merit_core::model::{ChatModel, ChatReply, ChatRequest, Embedder, ModelError, Role, ToolCall};
 use serde_json::{json, Map, Value as Json};
 use std::time::{Duration, Instant};
 
@@ -419,8 +419,26 @@ impl OpenAiChat {
                     Role::System => "system",
                     Role::User => "user",
                     Role::Assistant => "assistant",
+                    Role::Tool => "tool",
                 };
-                json!({"role": role, "content": message.content})
+                let mut out = json!({"role": role, "content": message.content});
+                if !message.tool_calls.is_empty() {
+                    out["tool_calls"] = message
+                        .tool_calls
+                        .iter()
+                        .map(|call| {
+                            json!({
+                                "id": call.id,
+                                "type": "function",
+                                "function": {"name": call.name, "arguments": call.arguments},
+                            })
+                        })
+                        .collect();
+                }
+                if let Some(id) = &message.tool_call_id {
+                    out["tool_call_id"] = json!(id);
+                }
+                out
             })
             .collect();
         let decoding = &request.decoding;
@@ -435,6 +453,22 @@ impl OpenAiChat {
         if !decoding.stop.is_empty() {
             body["stop"] = json!(decoding.stop);
         }
+        if !request.tools.is_empty() {
+            body["tools"] = request
+                .tools
+                .iter()
+                .map(|tool| {
+                    json!({
+                        "type": "function",
+                        "function": {
+                            "name": tool.name,
+                            "description": tool.description,
+                            "parameters": tool.parameters,
+                        },
+                    })
+                })
+                .collect();
+        }
         merge_extra(&mut body, &self.transport.config.extra_body);
         body
     }
@@ -443,6 +477,13 @@ impl OpenAiChat {
 impl ChatModel for OpenAiChat {
     fn id(&self) -> String {
         self.transport.config.identity()
+    }
+
+    /// The chat-completions API defines `tools`; a server started without tool support
+    /// (vLLM without `--enable-auto-tool-choice`, llama.cpp's server without `--jinja`)
+    /// answers such a request with an error, and callers fall back to text.
+    fn supports_tools(&self) -> bool {
+        true
     }
 
     fn chat(&self, request: &ChatRequest) -> Result<ChatReply, ModelError> {
@@ -500,7 +541,52 @@ fn parse_chat_reply(reply: &Json, latency: Duration) -> Result<ChatReply, ModelE
         completion_tokens: count("completion_tokens")?,
         latency,
         cached: false,
+        tool_calls: parse_tool_calls(choice)?,
     })
+}
+
+/// The native tool calls of a choice (`message.tool_calls`); none when absent or null.
+fn parse_tool_calls(choice: &Json) -> Result<Vec<ToolCall>, ModelError> {
+    let calls = match choice.pointer("/message/tool_calls") {
+        None | Some(Json::Null) => return Ok(Vec::new()),
+        Some(Json::Array(calls)) => calls,
+        Some(other) => {
+            return Err(ModelError::Malformed(format!(
+                "message.tool_calls is not a list: {}",
+                shorten(&other.to_string())
+            )))
+        }
+    };
+    calls
+        .iter()
+        .enumerate()
+        .map(|(index, call)| {
+            let name = call
+                .pointer("/function/name")
+                .and_then(Json::as_str)
+                .ok_or_else(|| {
+                    ModelError::Malformed(format!(
+                        "tool call {index} has no function name: {}",
+                        shorten(&call.to_string())
+                    ))
+                })?;
+            // The API sends arguments as a JSON string; some servers send the object itself.
+            let arguments = match call.pointer("/function/arguments") {
+                Some(Json::String(text)) => text.clone(),
+                None | Some(Json::Null) => "{}".to_string(),
+                Some(object) => object.to_string(),
+            };
+            let id = call
+                .get("id")
+                .and_then(Json::as_str)
+                .map_or_else(|| format!("call_{index}"), str::to_string);
+            Ok(ToolCall {
+                id,
+                name: name.to_string(),
+                arguments,
+            })
+        })
+        .collect()
 }
 
 /// An embedder behind `/v1/embeddings`; vectors are L2-normalised on arrival.

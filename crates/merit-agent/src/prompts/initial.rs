@@ -76,6 +76,7 @@ pub fn initial_request(task: &InitialTask<'_>, decoding: Decoding) -> ChatReques
         messages: initial_messages(task),
         decoding,
         prompt_version: initial_prompt_version(task.benchmark),
+        tools: Vec::new(),
     }
 }
 

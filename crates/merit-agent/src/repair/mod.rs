@@ -304,6 +304,7 @@ pub fn run_episode(
                 ))],
                 decoding: settings.decoding.clone(),
                 prompt_version: reflection_version(settings.benchmark),
+                tools: Vec::new(),
             };
             let reply = match deps.model.chat(&request) {
                 Ok(reply) => reply,
@@ -333,6 +334,7 @@ pub fn run_episode(
             messages: vec![ChatMessage::user(text)],
             decoding: settings.decoding.clone(),
             prompt_version: repair_version(settings.benchmark),
+            tools: Vec::new(),
         };
         // An invalid request (a prompt over the context window) would fail the same way on
         // every retry and on every resume, so it ends this episode's repairs rather than the

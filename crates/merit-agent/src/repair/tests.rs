@@ -57,6 +57,7 @@ impl ChatModel for ScriptedModel {
             completion_tokens: 10,
             latency: Duration::from_millis(1),
             cached: false,
+            tool_calls: Vec::new(),
         })
     }
 }

@@ -4,4 +4,5 @@
 mod ask_concert_singer;
 mod cli_eval;
 mod cli_report;
+mod interact_report;
 mod run_real_model;

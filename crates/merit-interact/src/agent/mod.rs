@@ -11,6 +11,20 @@
 //! Every model call goes through [`ChatModel`] with greedy decoding and the prompt version
 //! `merit-interact-prompts-v1/agent`; pass the cached model to get the reply cache.
 //!
+//! # Native tool calls
+//! With [`ToolCallMode::Auto`] (the default) the agent declares the nine actions as tools
+//! ([`parse::tool_specs`]) when the backend supports native calls
+//! ([`ChatModel::supports_tools`]: OpenAI-compatible servers yes, the embedded model no), and
+//! uses the text protocol otherwise. In native mode the system prompt is
+//! `agent_system_tools.txt`, a reply's first tool call is the action (read by
+//! [`parse::action_from_tool_call`]), the assistant message keeps that call and the
+//! observation returns as its tool result. A reply without a tool call is read with the text
+//! protocol's reader, so nothing is lost when a model writes its call as text. A server that
+//! rejects the tools on the first call of an episode (a 4xx answer: vLLM without
+//! `--enable-auto-tool-choice`, llama.cpp's server without `--jinja`) switches this agent to
+//! the text protocol for good, and the episode restarts its conversation in text form (no
+//! action had been taken yet).
+//!
 //! # Long-term memory
 //! [`ReactAgent::run_with_memory`] takes a [`MemoryAdvisor`]: before the episode it may add
 //! episode-level memories to the opening message, and before every model call it may add a
@@ -30,11 +44,25 @@ use crate::memory::Level;
 use crate::prompts;
 use crate::simulator::{SimulatorUsage, UserSimulator};
 use crate::task::PublicTask;
-use merit_core::model::{ChatMessage, ChatModel, ChatRequest, Decoding, ModelError};
+use merit_core::model::{ChatMessage, ChatModel, ChatRequest, Decoding, ModelError, ToolCall};
 use merit_sql::Dialect;
-use parse::{parse_reply, ParseKind};
+use parse::{action_from_tool_call, parse_reply, tool_specs, ParseKind, ParsedReply};
 use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+
+/// How actions are exchanged with the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolCallMode {
+    /// Native tool calls when the backend supports them, the text protocol otherwise.
+    #[default]
+    Auto,
+    /// Always the text protocol.
+    Text,
+    /// Always native tool calls (a backend without them answers in text, which is still read).
+    Native,
+}
 
 /// The hint added after a reply without a readable action.
 pub const FORMAT_HINT: &str = "(Your last reply had no action I could read. Answer with a line `Thought: ...` and then one line `Action: name(arguments)`, for example `Action: get_schema()`.)";
@@ -51,6 +79,9 @@ pub struct AgentConfig {
     pub observation_chars: usize,
     /// Stop strings: the model must not write the observation itself.
     pub stop: Vec<String>,
+    /// Native tool calls or the text protocol.
+    #[serde(default)]
+    pub tool_calls: ToolCallMode,
 }
 
 impl Default for AgentConfig {
@@ -60,6 +91,7 @@ impl Default for AgentConfig {
             max_tokens: 1024,
             observation_chars: 12_000,
             stop: vec!["\nObservation:".to_string()],
+            tool_calls: ToolCallMode::Auto,
         }
     }
 }
@@ -88,6 +120,9 @@ pub struct AgentTurn {
     pub reply: String,
     /// How its action was read.
     pub parse: ParseKind,
+    /// The native tool call used as the action, when there was one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call: Option<ToolCall>,
 }
 
 /// Why the agent loop stopped.
@@ -197,6 +232,8 @@ pub enum AgentError {
 pub struct ReactAgent {
     model: Arc<dyn ChatModel>,
     config: AgentConfig,
+    /// Set once the backend has rejected a request with tools (see the module docs).
+    tools_rejected: AtomicBool,
 }
 
 impl std::fmt::Debug for ReactAgent {
@@ -230,7 +267,22 @@ fn cut_chars(text: &str, limit: usize) -> String {
 impl ReactAgent {
     /// An agent thinking with `model` (pass the cached model).
     pub fn new(model: Arc<dyn ChatModel>, config: AgentConfig) -> ReactAgent {
-        ReactAgent { model, config }
+        ReactAgent {
+            model,
+            config,
+            tools_rejected: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether the next episode uses native tool calls.
+    pub fn uses_native_tools(&self) -> bool {
+        match self.config.tool_calls {
+            ToolCallMode::Text => false,
+            ToolCallMode::Native => true,
+            ToolCallMode::Auto => {
+                self.model.supports_tools() && !self.tools_rejected.load(Ordering::Relaxed)
+            }
+        }
     }
 
     /// The model's identifier.
@@ -269,14 +321,20 @@ impl ReactAgent {
                 injections.push(injection.record);
             }
         };
-        let system = prompts::fill(
-            prompts::AGENT_SYSTEM,
-            &[("dialect", dialect_name(env.backend().dialect()))],
-        );
+        let dialect = dialect_name(env.backend().dialect());
+        let system_for = |native: bool| {
+            let template = if native {
+                prompts::AGENT_SYSTEM_TOOLS
+            } else {
+                prompts::AGENT_SYSTEM
+            };
+            prompts::fill(template, &[("dialect", dialect)])
+        };
+        let mut native = self.uses_native_tools();
         let opening = prompts::fill(prompts::AGENT_TASK, &[("opening", env.opening())]);
         let mut opening = ChatMessage::user(opening);
         with_memory(&mut opening, advisor.before_episode(env.public_task())?);
-        let mut messages = vec![ChatMessage::system(system), opening];
+        let mut messages = vec![ChatMessage::system(system_for(native)), opening];
         let mut usage = AgentUsage::default();
         let mut turns = Vec::new();
         let mut stop = AgentStop::TurnCap;
@@ -297,6 +355,7 @@ impl ReactAgent {
                     ..Decoding::default()
                 },
                 prompt_version: prompts::version("agent"),
+                tools: if native { tool_specs() } else { Vec::new() },
             };
             let reply = match self.model.chat(&request) {
                 Ok(reply) => reply,
@@ -304,13 +363,33 @@ impl ReactAgent {
                     stop = AgentStop::ModelRefused(reason);
                     break;
                 }
+                Err(ModelError::Server { status, .. })
+                    if native
+                        && turns.is_empty()
+                        && (400..500).contains(&status)
+                        && self.config.tool_calls == ToolCallMode::Auto =>
+                {
+                    // The server does not take tools: text protocol from now on.
+                    self.tools_rejected.store(true, Ordering::Relaxed);
+                    native = false;
+                    messages[0] = ChatMessage::system(system_for(false));
+                    continue;
+                }
                 Err(error) => return Err(AgentError::Model(error)),
             };
             usage.calls += 1;
             usage.cached_calls += u64::from(reply.cached);
             usage.prompt_tokens += u64::from(reply.prompt_tokens);
             usage.completion_tokens += u64::from(reply.completion_tokens);
-            let parsed = parse_reply(&reply.text);
+            let tool_call = reply.tool_calls.first().cloned();
+            let parsed = match &tool_call {
+                Some(call) => ParsedReply {
+                    action: action_from_tool_call(&call.name, &call.arguments),
+                    thought: parse::thought_before(&reply.text),
+                    kind: ParseKind::NativeToolCall,
+                },
+                None => parse_reply(&reply.text),
+            };
             let known = parsed.is_known_action();
             if !known {
                 usage.unreadable_replies += 1;
@@ -319,10 +398,10 @@ impl ReactAgent {
                 turn: turns.len() + 1,
                 reply: reply.text.clone(),
                 parse: parsed.kind,
+                tool_call: tool_call.clone(),
             });
             let thought = (!parsed.thought.is_empty()).then_some(parsed.thought);
             let step = env.step_with_thought(parsed.action, thought)?;
-            messages.push(ChatMessage::assistant(reply.text.trim().to_string()));
             let observation = prompts::fill(
                 prompts::AGENT_OBSERVATION,
                 &[
@@ -333,7 +412,21 @@ impl ReactAgent {
                     ("hint", if known { "" } else { FORMAT_HINT }),
                 ],
             );
-            messages.push(ChatMessage::user(observation.trim_end().to_string()));
+            let observation = observation.trim_end().to_string();
+            match tool_call {
+                Some(call) => {
+                    let id = call.id.clone();
+                    messages.push(ChatMessage::assistant_with_tools(
+                        reply.text.trim().to_string(),
+                        vec![call],
+                    ));
+                    messages.push(ChatMessage::tool_result(id, observation));
+                }
+                None => {
+                    messages.push(ChatMessage::assistant(reply.text.trim().to_string()));
+                    messages.push(ChatMessage::user(observation));
+                }
+            }
         }
         if env.is_done() {
             stop = AgentStop::EpisodeEnded;

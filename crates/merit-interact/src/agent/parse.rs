@@ -32,11 +32,12 @@
 //! with the list of valid actions. Costs depend on the name only, so this inference never
 //! changes what an action costs.
 //!
-//! Native tool calls: `merit_core::model::ChatReply` has no tool-call field yet. When it gets
-//! one, each call goes through [`action_from_tool_call`] (the same name aliases and argument
-//! rules as step 3 above), and [`tool_definitions`] gives the tools to declare in the request.
+//! Native tool calls (`merit_core::model::ChatReply::tool_calls`) go through
+//! [`action_from_tool_call`] (the same name aliases and argument rules as step 3 above), and
+//! [`tool_specs`] gives the tools to declare in the request.
 
 use crate::action::{ActionCall, Target, ENVIRONMENT_ACTIONS, USER_ACTIONS};
+use merit_core::model::ToolSpec;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -205,8 +206,25 @@ pub fn action_from_tool_call(name: &str, arguments: &str) -> ActionCall {
     action(name, args)
 }
 
-/// The nine actions as OpenAI-style function tools, for a request that declares tools once the
-/// model boundary carries them.
+/// The nine actions as tools of a chat request (from [`tool_definitions`]).
+pub fn tool_specs() -> Vec<ToolSpec> {
+    let definitions = tool_definitions();
+    definitions
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|tool| {
+            let function = tool.get("function")?;
+            Some(ToolSpec {
+                name: function.get("name")?.as_str()?.to_string(),
+                description: function.get("description")?.as_str()?.to_string(),
+                parameters: function.get("parameters")?.clone(),
+            })
+        })
+        .collect()
+}
+
+/// The nine actions as OpenAI-style function tools (the JSON of a request's `tools`).
 pub fn tool_definitions() -> Value {
     let string = |description: &str| json!({"type": "string", "description": description});
     let tool = |name: &str, description: &str, params: Vec<(&str, Value)>| {
@@ -272,7 +290,8 @@ pub fn tool_definitions() -> Value {
     ])
 }
 
-fn thought_before(text: &str) -> String {
+/// The reasoning in `text` with a leading `Thought:` label removed.
+pub fn thought_before(text: &str) -> String {
     let trimmed = text.trim();
     let lower = trimmed.to_ascii_lowercase();
     let cleaned = ["**thought:**", "thought:", "**thought**:"]

@@ -11,8 +11,9 @@
 
 use super::perturb::Target;
 use super::sqlast;
+use crate::json::{ask_json, reply_object, JsonCall, Wrapping};
 use crate::prompts::fill;
-use merit_core::model::{ChatMessage, ChatModel, ChatRequest, Decoding, ModelError};
+use merit_core::model::{ChatMessage, ChatModel, ModelError};
 use merit_data::{render_create_tables, DatabaseSchema};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -124,76 +125,26 @@ pub fn write_request(
     schema: &DatabaseSchema,
     config: &RequestConfig,
 ) -> Result<RequestOutcome, ModelError> {
-    let decoding = Decoding {
-        temperature: 0.0,
+    let call = JsonCall {
+        messages: request_messages(target, schema),
         max_tokens: config.max_tokens,
-        stop: Vec::new(),
-        seed: 0,
+        version: gen_version("request"),
+        retry_version: gen_version("request-retry"),
+        retry_template: GEN_RETRY,
     };
-    let mut messages = request_messages(target, schema);
-    let mut outcome = RequestOutcome {
-        draft: Err(String::new()),
-        calls: 0,
-        prompt_tokens: 0,
-        completion_tokens: 0,
-    };
-    for attempt in 0..2 {
-        let request = ChatRequest {
-            messages: messages.clone(),
-            decoding: decoding.clone(),
-            prompt_version: gen_version(if attempt == 0 {
-                "request"
-            } else {
-                "request-retry"
-            }),
-        };
-        let reply = match model.chat(&request) {
-            Ok(reply) => reply,
-            Err(ModelError::InvalidRequest(message)) => {
-                outcome.draft = Err(format!("the model refused the request: {message}"));
-                return Ok(outcome);
-            }
-            Err(error) => return Err(error),
-        };
-        outcome.calls += 1;
-        outcome.prompt_tokens += u64::from(reply.prompt_tokens);
-        outcome.completion_tokens += u64::from(reply.completion_tokens);
-        match parse_draft(&reply.text) {
-            Ok(draft) => {
-                outcome.draft = Ok(draft);
-                return Ok(outcome);
-            }
-            Err(error) => {
-                messages.push(ChatMessage::assistant(reply.text));
-                messages.push(ChatMessage::user(fill(
-                    GEN_RETRY.trim_end(),
-                    &[("error", &error)],
-                )));
-                outcome.draft = Err(error);
-            }
-        }
-    }
-    Ok(outcome)
+    let reply = ask_json(model, call, parse_draft)?;
+    Ok(RequestOutcome {
+        draft: reply.value,
+        calls: reply.calls,
+        prompt_tokens: reply.prompt_tokens,
+        completion_tokens: reply.completion_tokens,
+    })
 }
 
 /// Reads a model reply into a [`Draft`]; the error says what is wrong in words the model can
 /// act on.
 pub fn parse_draft(reply: &str) -> Result<Draft, String> {
-    let mut text = reply;
-    if let Some(end) = text.find("</think>") {
-        text = &text[end + "</think>".len()..];
-    }
-    let (Some(start), Some(end)) = (text.find('{'), text.rfind('}')) else {
-        return Err("it contains no JSON object".to_string());
-    };
-    if end < start {
-        return Err("it contains no JSON object".to_string());
-    }
-    let value: Value = serde_json::from_str(&text[start..=end])
-        .map_err(|e| format!("it is not valid JSON ({e})"))?;
-    let object = value
-        .as_object()
-        .ok_or("the reply must be one JSON object")?;
+    let object = reply_object(reply, Wrapping::Lenient)?;
     let string = |key: &str| -> Result<String, String> {
         match object.get(key) {
             Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.trim().to_string()),

@@ -15,9 +15,10 @@
 use super::episode::outcome_line;
 use super::{cut, memory_version, observation_body};
 use crate::env::Trajectory;
+use crate::json::{ask_json, reply_object, JsonCall, Wrapping};
 use crate::prompts::fill;
 use crate::simulator::OUT_OF_SCOPE_REPLY;
-use merit_core::model::{ChatMessage, ChatModel, ChatRequest, Decoding, ModelError};
+use merit_core::model::{ChatMessage, ChatModel, ModelError};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::fmt::Write as _;
@@ -173,53 +174,20 @@ impl InsightExtractor {
     /// becomes an unusable outcome instead.
     pub fn extract(&self, trajectory: &Trajectory) -> Result<InsightOutcome, ModelError> {
         let asked = user_answered(trajectory);
-        let mut messages = self.messages(trajectory);
-        let mut outcome = InsightOutcome {
-            insight: Err(String::new()),
-            calls: 0,
-            prompt_tokens: 0,
-            completion_tokens: 0,
+        let call = JsonCall {
+            messages: self.messages(trajectory),
+            max_tokens: self.config.max_tokens,
+            version: memory_version("insight"),
+            retry_version: memory_version("insight-retry"),
+            retry_template: MEMORY_INSIGHT_RETRY,
         };
-        for attempt in 0..2 {
-            let request = ChatRequest {
-                messages: messages.clone(),
-                decoding: Decoding {
-                    max_tokens: self.config.max_tokens,
-                    ..Decoding::default()
-                },
-                prompt_version: memory_version(if attempt == 0 {
-                    "insight"
-                } else {
-                    "insight-retry"
-                }),
-            };
-            let reply = match self.model.chat(&request) {
-                Ok(reply) => reply,
-                Err(ModelError::InvalidRequest(message)) => {
-                    outcome.insight = Err(format!("the model refused the request: {message}"));
-                    return Ok(outcome);
-                }
-                Err(error) => return Err(error),
-            };
-            outcome.calls += 1;
-            outcome.prompt_tokens += u64::from(reply.prompt_tokens);
-            outcome.completion_tokens += u64::from(reply.completion_tokens);
-            match parse_insight(&reply.text, asked) {
-                Ok(insight) => {
-                    outcome.insight = Ok(insight);
-                    return Ok(outcome);
-                }
-                Err(error) => {
-                    messages.push(ChatMessage::assistant(reply.text));
-                    messages.push(ChatMessage::user(fill(
-                        MEMORY_INSIGHT_RETRY.trim_end(),
-                        &[("error", &error)],
-                    )));
-                    outcome.insight = Err(error);
-                }
-            }
-        }
-        Ok(outcome)
+        let reply = ask_json(self.model.as_ref(), call, |text| parse_insight(text, asked))?;
+        Ok(InsightOutcome {
+            insight: reply.value,
+            calls: reply.calls,
+            prompt_tokens: reply.prompt_tokens,
+            completion_tokens: reply.completion_tokens,
+        })
     }
 }
 
@@ -227,21 +195,8 @@ impl InsightExtractor {
 /// a question in the episode; without one, any gap is rejected. The error says what is wrong
 /// in words the model can act on.
 pub fn parse_insight(reply: &str, asked: bool) -> Result<Insight, String> {
-    let mut text = reply;
-    if let Some(end) = text.find("</think>") {
-        text = &text[end + "</think>".len()..];
-    }
-    let (Some(start), Some(end)) = (text.find('{'), text.rfind('}')) else {
-        return Err("it contains no JSON object".to_string());
-    };
-    if end < start {
-        return Err("it contains no JSON object".to_string());
-    }
-    let value: Value = serde_json::from_str(&text[start..=end])
-        .map_err(|e| format!("it is not valid JSON ({e})"))?;
-    let object = value
-        .as_object()
-        .ok_or("the reply must be one JSON object")?;
+    let object = reply_object(reply, Wrapping::Lenient)?;
+    let object = &object;
     only_keys(
         object,
         &["worked", "failed", "key_insight", "info_gaps"],

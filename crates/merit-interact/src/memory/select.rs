@@ -198,6 +198,7 @@ impl ModelSelector {
                 ..Decoding::default()
             },
             prompt_version: memory_version(name),
+            tools: Vec::new(),
         }
     }
 }

@@ -134,6 +134,7 @@ impl ModelSimulator {
                 ..Decoding::default()
             },
             prompt_version: prompts::version(template),
+            tools: Vec::new(),
         };
         let reply = self
             .model

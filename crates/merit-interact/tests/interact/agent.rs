@@ -1,9 +1,10 @@
 //! The ReAct agent with scripted models on real mini-interact databases: a walk to a passing
 //! submission (both phases), garbage every turn, and model failures.
 
-use crate::common::{custom_tasks, environment, request_text, warm_task, ScriptedModel};
-use merit_core::model::{ModelError, Role};
+use crate::common::{custom_tasks, environment, request_text, silent, warm_task, ScriptedModel};
+use merit_core::model::{ChatModel, ChatReply, ChatRequest, ModelError, Role, ToolCall};
 use merit_interact::agent::parse::ParseKind;
+use merit_interact::agent::ToolCallMode;
 use merit_interact::{
     AgentConfig, AgentError, AgentStop, EndReason, EnvConfig, ModelSimulator, ModelSimulatorConfig,
     ReactAgent, ScriptedSimulator, Target,
@@ -242,4 +243,166 @@ fn long_observations_are_cut_in_the_prompt_but_kept_in_the_trajectory() {
     let second = model.seen()[1].messages.last().unwrap().content.clone();
     assert!(second.contains("(cut: the observation was longer than 100 characters)"));
     assert!(second.len() < 300);
+}
+
+/// How a [`ToolModel`] answers the `index`-th request.
+type Reply = dyn Fn(&ChatRequest, usize) -> ChatReply + Send + Sync;
+
+/// A backend with native tool calls: each reply is produced by `respond(request, index)`;
+/// with `reject_tools`, a request that declares tools is answered with HTTP 400.
+struct ToolModel {
+    respond: Box<Reply>,
+    reject_tools: bool,
+    requests: std::sync::Mutex<Vec<ChatRequest>>,
+}
+
+impl ChatModel for ToolModel {
+    fn id(&self) -> String {
+        "test:tools".into()
+    }
+    fn chat(&self, request: &ChatRequest) -> Result<ChatReply, ModelError> {
+        let index = {
+            let mut seen = self.requests.lock().unwrap();
+            seen.push(request.clone());
+            seen.len() - 1
+        };
+        if self.reject_tools && !request.tools.is_empty() {
+            return Err(ModelError::Server {
+                status: 400,
+                body: "tools are not supported by this server".into(),
+            });
+        }
+        Ok((self.respond)(request, index))
+    }
+    fn supports_tools(&self) -> bool {
+        true
+    }
+}
+
+fn reply(text: &str, calls: Vec<ToolCall>) -> ChatReply {
+    ChatReply {
+        text: text.into(),
+        prompt_tokens: 10,
+        completion_tokens: 5,
+        latency: std::time::Duration::from_millis(1),
+        cached: false,
+        tool_calls: calls,
+    }
+}
+
+fn call(id: &str, name: &str, arguments: &str) -> ToolCall {
+    ToolCall {
+        id: id.into(),
+        name: name.into(),
+        arguments: arguments.into(),
+    }
+}
+
+#[test]
+fn native_tool_calls_drive_the_episode_and_stay_in_the_conversation() {
+    let (_dir, set) = custom_tasks(&[warm_task("alien_9201", false)]);
+    let mut env = environment(&set, "alien_9201", silent(), EnvConfig::default());
+    let model = std::sync::Arc::new(ToolModel {
+        respond: Box::new(|_, index| {
+            match index {
+            0 => reply("Thought: the tables first.", vec![call("c0", "get_schema", "{}")]),
+            // A call written as text is still read.
+            1 => reply("Thought: count them.\nAction: execute('SELECT COUNT(*) FROM observatories WHERE airtempc > 20')", vec![]),
+            _ => reply(
+                "",
+                vec![call(
+                    "c2",
+                    "submit_sql",
+                    r#"{"sql": "SELECT COUNT(*) FROM observatories WHERE airtempc > 20"}"#,
+                )],
+            ),
+        }
+        }),
+        reject_tools: false,
+        requests: std::sync::Mutex::new(Vec::new()),
+    });
+    let agent = ReactAgent::new(model.clone(), AgentConfig::default());
+    assert!(agent.uses_native_tools());
+    let result = agent.run(&mut env).unwrap();
+    assert!(
+        result.trajectory.outcome.phase1_passed,
+        "{:?}",
+        result.trajectory.outcome
+    );
+    let kinds: Vec<ParseKind> = result.turns.iter().map(|t| t.parse).collect();
+    assert_eq!(
+        kinds,
+        [
+            ParseKind::NativeToolCall,
+            ParseKind::ActionLine,
+            ParseKind::NativeToolCall
+        ]
+    );
+    assert_eq!(result.turns[0].tool_call.as_ref().unwrap().id, "c0");
+    assert_eq!(
+        result.trajectory.steps[0].thought.as_deref(),
+        Some("the tables first.")
+    );
+    let requests = model.requests.lock().unwrap().clone();
+    assert_eq!(requests[0].tools.len(), 9, "the nine actions are declared");
+    assert!(requests[0].messages[0]
+        .content
+        .contains("call exactly one tool"));
+    // Turn 2 sees the first call and its result as a tool exchange.
+    let second = &requests[1].messages;
+    assert_eq!(second[2].role, Role::Assistant);
+    assert_eq!(second[2].tool_calls[0].name, "get_schema");
+    assert_eq!(second[3].role, Role::Tool);
+    assert_eq!(second[3].tool_call_id.as_deref(), Some("c0"));
+    assert!(second[3].content.contains("CREATE TABLE"));
+    // Turn 3: the text-protocol reply came back as a plain exchange.
+    let third = &requests[2].messages;
+    assert!(third[4].tool_calls.is_empty());
+    assert_eq!(third[5].role, Role::User);
+}
+
+#[test]
+fn a_server_that_rejects_tools_switches_the_agent_to_text() {
+    let (_dir, set) = custom_tasks(&[
+        warm_task("alien_9202", false),
+        warm_task("alien_9203", false),
+    ]);
+    let model = std::sync::Arc::new(ToolModel {
+        respond: Box::new(|_, _| {
+            reply(
+                "Thought: done.\nAction: submit('SELECT COUNT(*) FROM observatories WHERE airtempc > 20')",
+                vec![],
+            )
+        }),
+        reject_tools: true,
+        requests: std::sync::Mutex::new(Vec::new()),
+    });
+    let agent = ReactAgent::new(model.clone(), AgentConfig::default());
+    let mut env = environment(&set, "alien_9202", silent(), EnvConfig::default());
+    let result = agent.run(&mut env).unwrap();
+    assert!(result.trajectory.outcome.phase1_passed);
+    assert_eq!(
+        result.agent_usage.calls, 1,
+        "the rejected call is not a turn"
+    );
+    assert!(!agent.uses_native_tools());
+    let requests = model.requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 2);
+    assert!(requests[1].tools.is_empty());
+    assert!(requests[1].messages[0]
+        .content
+        .contains("Action: <tool>(<arguments>)"));
+    // The next episode starts in text form right away.
+    let mut env = environment(&set, "alien_9203", silent(), EnvConfig::default());
+    agent.run(&mut env).unwrap();
+    assert_eq!(model.requests.lock().unwrap().len(), 3);
+    // Text mode by configuration never declares tools, even to a backend that has them.
+    let text_only = ReactAgent::new(
+        model.clone(),
+        AgentConfig {
+            tool_calls: ToolCallMode::Text,
+            ..AgentConfig::default()
+        },
+    );
+    assert!(!text_only.uses_native_tools());
 }

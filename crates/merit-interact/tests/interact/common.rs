@@ -124,6 +124,7 @@ impl ChatModel for ScriptedModel {
             completion_tokens: 5,
             latency: std::time::Duration::from_millis(1),
             cached: false,
+            tool_calls: Vec::new(),
         })
     }
 }

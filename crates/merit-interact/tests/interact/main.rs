@@ -10,5 +10,6 @@ mod memory;
 mod memory_run;
 mod model_sim;
 mod pg;
+mod prm;
 mod runlog;
 mod tasks;

@@ -35,6 +35,7 @@ impl ChatModel for Big {
             completion_tokens: 1,
             latency: Duration::from_millis(1),
             cached: false,
+            tool_calls: Vec::new(),
         })
     }
 }
@@ -44,6 +45,7 @@ fn request(question: &str) -> ChatRequest {
         messages: vec![ChatMessage::user(question)],
         decoding: Decoding::default(),
         prompt_version: "kill".to_string(),
+        tools: Vec::new(),
     }
 }
 

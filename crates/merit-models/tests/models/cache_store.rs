@@ -2,7 +2,8 @@
 //! segments.
 
 use merit_core::model::{
-    ChatMessage, ChatModel, ChatReply, ChatRequest, Decoding, Embedder, ModelError,
+    ChatMessage, ChatModel, ChatReply, ChatRequest, Decoding, Embedder, ModelError, ToolCall,
+    ToolSpec,
 };
 use merit_models::cache::{
     chat_key, Accounting, CacheMode, CachedChat, CachedEmbedder, ReplyStore,
@@ -47,6 +48,7 @@ impl ChatModel for Echo {
             completion_tokens: 3,
             latency: Duration::from_millis(25),
             cached: false,
+            tool_calls: Vec::new(),
         })
     }
 }
@@ -88,7 +90,55 @@ fn request(question: &str) -> ChatRequest {
         messages: vec![ChatMessage::system("sys"), ChatMessage::user(question)],
         decoding: Decoding::default(),
         prompt_version: "p1".to_string(),
+        tools: Vec::new(),
     }
+}
+
+/// Answers with one tool call naming the question.
+struct ToolCaller;
+
+impl ChatModel for ToolCaller {
+    fn id(&self) -> String {
+        "fake:tools".into()
+    }
+    fn chat(&self, request: &ChatRequest) -> Result<ChatReply, ModelError> {
+        Ok(ChatReply {
+            text: "calling".into(),
+            prompt_tokens: 3,
+            completion_tokens: 2,
+            latency: Duration::from_millis(1),
+            cached: false,
+            tool_calls: vec![ToolCall {
+                id: "call_7".into(),
+                name: request.tools[0].name.clone(),
+                arguments: r#"{"sql": "SELECT 1"}"#.into(),
+            }],
+        })
+    }
+    fn supports_tools(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn tool_calls_survive_the_cache_and_support_is_passed_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut asked = request("q");
+    asked.tools.push(ToolSpec {
+        name: "execute".into(),
+        description: "run SQL".into(),
+        parameters: serde_json::json!({"type": "object"}),
+    });
+    let live = CachedChat::new(ToolCaller, open(dir.path()));
+    assert!(live.supports_tools());
+    let first = live.chat(&asked).unwrap();
+    let again = CachedChat::new(ToolCaller, open(dir.path()))
+        .chat(&asked)
+        .unwrap();
+    assert!(again.cached);
+    assert_eq!(again.tool_calls, first.tool_calls);
+    assert_eq!(again.tool_calls[0].arguments, r#"{"sql": "SELECT 1"}"#);
+    assert!(!CachedChat::new(Echo::new("fake:a"), open(dir.path())).supports_tools());
 }
 
 fn open(dir: &std::path::Path) -> Arc<ReplyStore> {
@@ -157,6 +207,41 @@ fn any_change_to_the_request_or_model_misses() {
     let mut negative_zero = base.clone();
     negative_zero.decoding.temperature = -0.0;
     assert_eq!(key, chat_key("m", &negative_zero));
+
+    // Tools are part of the key when offered, and absent otherwise: a plain request keeps
+    // the key of the layout before tools existed (sha256 of the JSON written out by hand), so
+    // caches filled by earlier versions still answer.
+    assert_eq!(
+        key,
+        "22ddf5b70dd4c53b7aa35bc181a6b845f98bc186ca0589bd3dc9e6c514e65b8f"
+    );
+    let mut r = base.clone();
+    r.tools.push(ToolSpec {
+        name: "execute".into(),
+        description: "run SQL".into(),
+        parameters: serde_json::json!({"type": "object"}),
+    });
+    assert_ne!(
+        key,
+        chat_key("m", &r),
+        "offering a tool must change the key"
+    );
+    let mut r = base.clone();
+    r.messages.push(ChatMessage::assistant_with_tools(
+        "",
+        vec![ToolCall {
+            id: "c1".into(),
+            name: "execute".into(),
+            arguments: "{}".into(),
+        }],
+    ));
+    let mut plain = base.clone();
+    plain.messages.push(ChatMessage::assistant(""));
+    assert_ne!(
+        chat_key("m", &r),
+        chat_key("m", &plain),
+        "tool calls are content"
+    );
 
     // And through the wrapper: a different model id behind the same store misses.
     let dir = tempfile::tempdir().unwrap();

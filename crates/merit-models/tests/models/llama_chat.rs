@@ -62,6 +62,7 @@ fn request(messages: Vec<ChatMessage>, max_tokens: u32) -> ChatRequest {
             ..Decoding::default()
         },
         prompt_version: "test".to_string(),
+        tools: Vec::new(),
     }
 }
 

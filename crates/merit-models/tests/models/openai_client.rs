@@ -1,7 +1,9 @@
 //! The OpenAI-compatible client against a scripted HTTP server on 127.0.0.1: request bodies,
 //! usage, retries and backoff, and every kind of failure.
 
-use merit_core::model::{ChatMessage, ChatModel, ChatRequest, Decoding, Embedder, ModelError};
+use merit_core::model::{
+    ChatMessage, ChatModel, ChatRequest, Decoding, Embedder, ModelError, ToolCall, ToolSpec,
+};
 use merit_models::openai::{OpenAiChat, OpenAiConfig, OpenAiEmbedder, RetryPolicy};
 use serde_json::{json, Value as Json};
 use std::collections::VecDeque;
@@ -173,6 +175,7 @@ fn request() -> ChatRequest {
             seed: 42,
         },
         prompt_version: "initial-v1".to_string(),
+        tools: Vec::new(),
     }
 }
 
@@ -206,6 +209,75 @@ fn sends_greedy_decoding_and_records_usage() {
         seen[0].header("authorization").is_none(),
         "no key, no header"
     );
+}
+
+#[test]
+fn tools_are_declared_and_tool_calls_read_back() {
+    let reply = json!({
+        "id": "x", "object": "chat.completion",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": null,
+            "tool_calls": [
+                {"id": "call_a", "type": "function",
+                 "function": {"name": "execute", "arguments": "{\"sql\": \"SELECT 1\"}"}},
+                {"type": "function", "function": {"name": "get_schema", "arguments": {}}}
+            ]}}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9}
+    });
+    let (base, script) = serve(vec![Canned::Reply(200, reply.to_string(), vec![])]);
+    let chat = OpenAiChat::new(config(&base, 1)).unwrap();
+    assert!(chat.supports_tools());
+    let mut asked = request();
+    asked.tools.push(ToolSpec {
+        name: "execute".into(),
+        description: "Run one SQL statement.".into(),
+        parameters: json!({"type": "object", "properties": {"sql": {"type": "string"}}}),
+    });
+    // A conversation that already holds a tool call and its result.
+    asked.messages.push(ChatMessage::assistant_with_tools(
+        "Let me look.",
+        vec![ToolCall {
+            id: "call_0".into(),
+            name: "get_schema".into(),
+            arguments: "{}".into(),
+        }],
+    ));
+    asked.messages.push(ChatMessage::tool_result(
+        "call_0",
+        "CREATE TABLE singer(...)",
+    ));
+    let answer = chat.chat(&asked).unwrap();
+    assert_eq!(answer.text, "", "null content reads as empty text");
+    assert_eq!(answer.tool_calls.len(), 2);
+    assert_eq!(answer.tool_calls[0].id, "call_a");
+    assert_eq!(answer.tool_calls[0].arguments, r#"{"sql": "SELECT 1"}"#);
+    assert_eq!(answer.tool_calls[1].id, "call_1", "a missing id is made up");
+    assert_eq!(
+        answer.tool_calls[1].arguments, "{}",
+        "an object is kept as JSON text"
+    );
+
+    let body = &script.seen()[0].body;
+    assert_eq!(body["tools"][0]["type"], "function");
+    assert_eq!(body["tools"][0]["function"]["name"], "execute");
+    assert_eq!(
+        body["tools"][0]["function"]["parameters"]["properties"]["sql"]["type"],
+        "string"
+    );
+    assert_eq!(body["messages"][2]["tool_calls"][0]["id"], "call_0");
+    assert_eq!(
+        body["messages"][2]["tool_calls"][0]["function"]["name"],
+        "get_schema"
+    );
+    assert_eq!(body["messages"][3]["role"], "tool");
+    assert_eq!(body["messages"][3]["tool_call_id"], "call_0");
+    // A plain request declares no tools at all.
+    let (base, script) = serve(vec![ok_chat("x", 1, 1)]);
+    OpenAiChat::new(config(&base, 1))
+        .unwrap()
+        .chat(&request())
+        .unwrap();
+    assert!(script.seen()[0].body.get("tools").is_none());
 }
 
 #[test]

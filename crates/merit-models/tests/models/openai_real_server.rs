@@ -6,7 +6,7 @@
 //! them the test prints a loud SKIP and passes — unless `MERIT_REQUIRE_REAL_SERVER=1` (CI sets
 //! it), where their absence fails the test.
 
-use merit_core::model::{ChatMessage, ChatModel, ChatRequest, Decoding, Embedder};
+use merit_core::model::{ChatMessage, ChatModel, ChatRequest, Decoding, Embedder, ToolSpec};
 use merit_models::openai::{OpenAiChat, OpenAiConfig, OpenAiEmbedder, RetryPolicy};
 use merit_models::registry::{ensure_model, PullOptions, DEFAULT_CHAT_MODEL};
 use serde_json::json;
@@ -203,6 +203,7 @@ fn real_llama_server_chat_and_embeddings() {
             seed: 0,
         },
         prompt_version: "real-server-test".to_string(),
+        tools: Vec::new(),
     };
     let first = chat.chat(&request).unwrap();
     eprintln!(
@@ -231,6 +232,44 @@ fn real_llama_server_chat_and_embeddings() {
         reply.completion_tokens <= 3,
         "max_tokens ignored: {reply:?}"
     );
+
+    // Native tool calls: the server renders the tools with the model's own chat template and
+    // parses the model's tool-call markup back into `tool_calls`.
+    let tool_request = ChatRequest {
+        messages: vec![
+            ChatMessage::system("You answer questions about the singer table by calling the execute tool with one SQL query."),
+            ChatMessage::user("How many singers do we have?"),
+        ],
+        decoding: Decoding {
+            max_tokens: 80,
+            ..request.decoding.clone()
+        },
+        prompt_version: "real-server-tools-test".to_string(),
+        tools: vec![ToolSpec {
+            name: "execute".to_string(),
+            description: "Run one SQL query on table singer(singer_id, name, country, age) and see its rows.".to_string(),
+            parameters: json!({
+                "type": "object",
+                "properties": {"sql": {"type": "string", "description": "the SQL query"}},
+                "required": ["sql"]
+            }),
+        }],
+    };
+    let reply = chat.chat(&tool_request).unwrap();
+    eprintln!("tool reply: {:?} calls {:?}", reply.text, reply.tool_calls);
+    assert!(
+        !reply.tool_calls.is_empty() || !reply.text.trim().is_empty(),
+        "neither a tool call nor text: {reply:?}"
+    );
+    for call in &reply.tool_calls {
+        assert_eq!(call.name, "execute");
+        let arguments: serde_json::Value = serde_json::from_str(&call.arguments)
+            .unwrap_or_else(|e| panic!("arguments are not JSON ({e}): {}", call.arguments));
+        assert!(
+            arguments.get("sql").is_some_and(|sql| sql.is_string()),
+            "{arguments}"
+        );
+    }
     drop(server);
 
     // llama-server serves embeddings only in its embedding mode: a second instance, same GGUF.

@@ -1,0 +1,160 @@
+//! `merit interact report`: the summary of run directories and the paired comparison with a
+//! baseline, on logs written by the real run driver (scripted agents, real mini-interact
+//! database); the report never modifies a log.
+
+use merit_core::model::{ChatModel, ChatReply, ChatRequest, ModelError};
+use merit_interact::{
+    run_tasks, sqlite_backend, AgentConfig, EnvConfig, ReactAgent, RunSpec, ScriptedSimulator,
+    TaskSet,
+};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+/// Always submits the same SQL.
+struct Submitter(&'static str);
+
+impl ChatModel for Submitter {
+    fn id(&self) -> String {
+        "test:submitter".into()
+    }
+    fn chat(&self, _: &ChatRequest) -> Result<ChatReply, ModelError> {
+        Ok(ChatReply {
+            text: format!("Thought: done.\nAction: submit('{}')", self.0),
+            prompt_tokens: 10,
+            completion_tokens: 5,
+            latency: std::time::Duration::from_millis(1),
+            cached: false,
+            tool_calls: Vec::new(),
+        })
+    }
+}
+
+fn mini_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/interact/mini-interact")
+}
+
+fn task(id: &str) -> serde_json::Value {
+    serde_json::json!({
+        "instance_id": id, "selected_database": "alien",
+        "amb_user_query": "How many observatories have warm weather?",
+        "query": "How many observatories recorded an air temperature above 20 degrees Celsius?",
+        "sol_sql": ["SELECT COUNT(*) FROM observatories WHERE airtempc > 20"],
+        "test_cases": [], "category": "Query",
+        "conditions": {"decimal": 2, "distinct": false, "order": false},
+        "user_query_ambiguity": {"critical_ambiguity": [], "non_critical_ambiguity": []},
+        "knowledge_ambiguity": []
+    })
+}
+
+fn run(set: &TaskSet, ids: &[String], dir: &Path, sql: &'static str) {
+    let log = dir.join("episodes.jsonl");
+    let spec = RunSpec {
+        set,
+        instance_ids: ids,
+        log: &log,
+        env: EnvConfig::default(),
+        simulator_model: None,
+    };
+    let agent = ReactAgent::new(Arc::new(Submitter(sql)), AgentConfig::default());
+    run_tasks(
+        &spec,
+        &agent,
+        sqlite_backend,
+        |_| ScriptedSimulator::default(),
+        |_| {},
+    )
+    .unwrap();
+}
+
+#[test]
+fn report_compares_runs_with_a_baseline_and_leaves_logs_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids: Vec<String> = (1..=6).map(|n| format!("alien_97{n:02}")).collect();
+    let file = dir.path().join("tasks.jsonl");
+    let lines: Vec<String> = ids.iter().map(|id| task(id).to_string()).collect();
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let set = TaskSet::load(&file, &mini_root()).unwrap();
+    let good = dir.path().join("good");
+    let bad = dir.path().join("bad");
+    run(
+        &set,
+        &ids,
+        &good,
+        "SELECT COUNT(*) FROM observatories WHERE airtempc > 20",
+    );
+    // The baseline solves only the first two tasks: a wrong query for the other four.
+    run(
+        &set,
+        &ids[..2],
+        &bad,
+        "SELECT COUNT(*) FROM observatories WHERE airtempc > 20",
+    );
+    run(&set, &ids, &bad, "SELECT COUNT(*) FROM observatories");
+    // A torn tail in one log: the report must read around it without cutting it.
+    let log = good.join("episodes.jsonl");
+    let mut bytes = std::fs::read(&log).unwrap();
+    bytes.extend_from_slice(b"{\"format\": \"merit-inter");
+    std::fs::write(&log, &bytes).unwrap();
+
+    let output = Command::new(env!("CARGO_BIN_EXE_merit"))
+        .args([
+            "interact",
+            "report",
+            "--json",
+            "--resamples",
+            "2000",
+            "--baseline",
+        ])
+        .arg(&bad)
+        .arg(&good)
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        std::fs::read(&log).unwrap(),
+        bytes,
+        "the report changed a log"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let runs = report["runs"].as_array().unwrap();
+    assert_eq!(runs[0]["tasks"], 6);
+    assert_eq!(runs[0]["phase1_success"], 100.0);
+    let baseline_success = runs[1]["phase1_success"].as_f64().unwrap();
+    assert!((baseline_success - 100.0 / 3.0).abs() < 1e-9);
+    let comparisons = report["comparisons"].as_array().unwrap();
+    assert_eq!(
+        comparisons.len(),
+        1,
+        "the baseline is not compared with itself"
+    );
+    let phase1 = &comparisons[0]["phase1"];
+    assert_eq!(comparisons[0]["common_tasks"], 6);
+    assert!((phase1["delta_pp"].as_f64().unwrap() - 200.0 / 3.0).abs() < 1e-9);
+    let (low, high) = (
+        phase1["ci_low_pp"].as_f64().unwrap(),
+        phase1["ci_high_pp"].as_f64().unwrap(),
+    );
+    assert!(
+        low > 0.0 && low < 200.0 / 3.0 && high == 100.0,
+        "[{low}, {high}]"
+    );
+    assert_eq!(phase1["resamples"], 2000);
+
+    // The Markdown form carries the same comparison.
+    let output = Command::new(env!("CARGO_BIN_EXE_merit"))
+        .args(["interact", "report", "--baseline"])
+        .arg(&bad)
+        .arg(&good)
+        .arg(&bad)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(text.contains("| Δ phase 1 (pp) [95% CI]"), "{text}");
+    assert!(text.contains("+66.7 ["), "{text}");
+}

@@ -1,0 +1,5 @@
+//! One integration-test binary for merit-learn (it links candle; one binary keeps the disk small).
+
+mod selector;
+mod student;
+mod train;

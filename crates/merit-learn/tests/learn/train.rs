@@ -1,0 +1,311 @@
+//! Episode-level PPO on real episodes (scripted models, the real mini-interact `alien`
+//! database): the agent solves a task only when the *right* memory is injected, and the most
+//! similar memory is a distractor. Training from scratch must learn to skip the distractor,
+//! and the checkpoint must change what a run retrieves.
+
+use merit_core::model::{ChatModel, ChatReply, ChatRequest, Embedder, ModelError};
+use merit_interact::memory::{
+    CosineSelector, InsightConfig, InsightExtractor, InteractMemory, Level, MemoryConfig,
+    RetrievalConfig,
+};
+use merit_interact::{
+    read_log, run_tasks_with_memory, sqlite_backend, AgentConfig, EnvConfig, MemoryRun, ReactAgent,
+    RunSpec, ScriptedSimulator, TaskSet,
+};
+use merit_learn::selector::{LearnedSelector, PpoConfig, PpoTrainer, SelectorConfig};
+use merit_learn::train::{train_episode_selector, EpisodeTraining, UpdateRecord};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+const REQUEST: &str = "How many observatories have warm weather?";
+const GOOD_REQUEST: &str = "Please count the observatories where the weather is warm.";
+const RIGHT: &str = "SELECT COUNT(*) FROM observatories WHERE airtempc > 20";
+const WRONG: &str = "SELECT COUNT(*) FROM observatories";
+
+/// Agent, insight writer and nothing else: solves only when the good memory's insight is in
+/// the prompt; the insight of an episode names its request's kind.
+struct Model;
+
+impl ChatModel for Model {
+    fn id(&self) -> String {
+        "test:memory-dependent".into()
+    }
+    fn chat(&self, request: &ChatRequest) -> Result<ChatReply, ModelError> {
+        let text: String = request
+            .messages
+            .iter()
+            .map(|m| m.content.as_str())
+            .collect::<Vec<_>>()
+            .join("\n");
+        let reply = if request.prompt_version.contains("insight") {
+            let key = if text.contains(GOOD_REQUEST) {
+                "MAGIC: warm means airtempc above 20."
+            } else {
+                "Nothing special."
+            };
+            format!(
+                r#"{{"worked": ["submitted"], "failed": [], "key_insight": "{key}", "info_gaps": []}}"#
+            )
+        } else if text.contains("MAGIC") || text.contains(GOOD_REQUEST) {
+            format!("Thought: ok.\nAction: submit('{RIGHT}')")
+        } else {
+            format!("Thought: guess.\nAction: submit('{WRONG}')")
+        };
+        Ok(ChatReply {
+            text: reply,
+            prompt_tokens: 10,
+            completion_tokens: 5,
+            latency: std::time::Duration::from_millis(1),
+            cached: false,
+            tool_calls: Vec::new(),
+        })
+    }
+}
+
+/// Counts of a few words plus a constant axis: the distractor's request equals the training
+/// request, so it is always the most similar candidate.
+struct Words;
+
+impl Embedder for Words {
+    fn id(&self) -> String {
+        "test:words".into()
+    }
+    fn dimension(&self) -> usize {
+        5
+    }
+    fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, ModelError> {
+        Ok(texts
+            .iter()
+            .map(|text| {
+                let lower = text.to_lowercase();
+                let mut v: Vec<f32> = ["observatories", "warm", "how", "please"]
+                    .iter()
+                    .map(|w| lower.matches(w).count() as f32)
+                    .collect();
+                v.push(1.0);
+                let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+                v.iter().map(|x| x / norm).collect()
+            })
+            .collect())
+    }
+}
+
+fn mini_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/interact/mini-interact")
+}
+
+fn task(id: &str, request: &str) -> serde_json::Value {
+    serde_json::json!({
+        "instance_id": id, "selected_database": "alien",
+        "amb_user_query": request,
+        "query": "How many observatories recorded an air temperature above 20 degrees Celsius?",
+        "sol_sql": [RIGHT], "test_cases": [], "category": "Query",
+        "conditions": {"decimal": 2, "distinct": false, "order": false},
+        "user_query_ambiguity": {"critical_ambiguity": [], "non_critical_ambiguity": []},
+        "knowledge_ambiguity": []
+    })
+}
+
+/// The memory: a distractor (same request as training, useless insight) and the good one.
+fn build_memory(dir: &Path, set: &TaskSet) -> InteractMemory {
+    let ids = vec!["alien_9801".to_string(), "alien_9802".to_string()];
+    let log = dir.join("source/episodes.jsonl");
+    let spec = RunSpec {
+        set,
+        instance_ids: &ids,
+        log: &log,
+        env: EnvConfig::default(),
+        simulator_model: None,
+    };
+    let model: Arc<dyn ChatModel> = Arc::new(Model);
+    let agent = ReactAgent::new(Arc::clone(&model), AgentConfig::default());
+    let extractor = InsightExtractor::new(model, InsightConfig::default());
+    let selector = CosineSelector::default();
+    let memory = MemoryRun {
+        dir: dir.join("source/memory"),
+        base: None,
+        // Keep both source episodes whatever their outcome.
+        config: MemoryConfig {
+            retention: merit_interact::memory::Retention::All,
+            ..MemoryConfig::default()
+        },
+        advisor: merit_interact::memory::AdvisorConfig {
+            episode_level: false,
+            turn_level: false,
+            ..Default::default()
+        },
+        embedder: &Words,
+        episode_selector: &selector,
+        turn_selector: &selector,
+        insight: Some(&extractor),
+        write: true,
+    };
+    run_tasks_with_memory(
+        &spec,
+        &agent,
+        &memory,
+        sqlite_backend,
+        |_| ScriptedSimulator::default(),
+        |_| {},
+    )
+    .unwrap();
+    let (memory, _) =
+        InteractMemory::open(&dir.join("source/memory"), &Words, MemoryConfig::default()).unwrap();
+    assert_eq!(memory.episode_bank().len(), 2);
+    memory
+}
+
+fn train(
+    set: &TaskSet,
+    ids: &[String],
+    memory: &InteractMemory,
+    updates: usize,
+) -> (PpoTrainer, Vec<UpdateRecord>) {
+    let ppo = PpoConfig {
+        learning_rate: 1e-2,
+        ..PpoConfig::default()
+    };
+    let mut trainer = PpoTrainer::new(SelectorConfig::new(Level::Episode, 5), ppo, 3).unwrap();
+    let agent = ReactAgent::new(Arc::new(Model), AgentConfig::default());
+    let spec = EpisodeTraining {
+        set,
+        instance_ids: ids,
+        memory,
+        embedder: &Words,
+        turn_selector: None,
+        retrieval: RetrievalConfig::default(),
+        env: EnvConfig::default(),
+        updates,
+        batch: 16,
+        seed: 11,
+    };
+    let records = train_episode_selector(
+        &spec,
+        &mut trainer,
+        &agent,
+        sqlite_backend,
+        |_| ScriptedSimulator::default(),
+        |_| {},
+    )
+    .unwrap();
+    (trainer, records)
+}
+
+#[test]
+fn the_episode_selector_learns_from_terminal_rewards_and_changes_what_a_run_retrieves() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut records = vec![
+        task("alien_9801", REQUEST),
+        task("alien_9802", GOOD_REQUEST),
+    ];
+    let train_ids: Vec<String> = (10..18).map(|n| format!("alien_98{n}")).collect();
+    records.extend(train_ids.iter().map(|id| task(id, REQUEST)));
+    let file = dir.path().join("tasks.jsonl");
+    let lines: Vec<String> = records.iter().map(|r| r.to_string()).collect();
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let set = TaskSet::load(&file, &mini_root()).unwrap();
+    let memory = build_memory(dir.path(), &set);
+
+    let (trainer, curve) = train(&set, &train_ids, &memory, 30);
+    // A solved task without follow-up earns 0.7 (phase 1 only). The untrained policy is near
+    // uniform over {none, distractor, good}: about a third of its episodes succeed.
+    let first = curve[0].mean_reward;
+    let late: f64 = curve[25..].iter().map(|r| r.mean_reward).sum::<f64>() / 5.0;
+    eprintln!("mean reward: first update {first:.3}, last 5 updates {late:.3}");
+    assert!(
+        curve.iter().all(|r| r.transitions == 16),
+        "every episode had candidates"
+    );
+    assert!(first < 0.5, "the untrained policy already knew: {first:.3}");
+    assert!(
+        late > 0.6,
+        "the selector did not learn: {first:.3} -> {late:.3}"
+    );
+
+    // Determinism: the same seed gives the same curve.
+    let (_, again) = train(&set, &train_ids, &memory, 3);
+    assert_eq!(again[..], curve[..3]);
+
+    // The checkpoint changes what a run injects: cosine takes the distractor, the learned
+    // selector the good memory, and the run's success follows.
+    let checkpoint = dir.path().join("episode-selector.safetensors");
+    trainer.save(&checkpoint).unwrap();
+    let learned = LearnedSelector::load(&checkpoint, Level::Episode, 5).unwrap();
+    let eval_ids: Vec<String> = train_ids[..4].to_vec();
+    let mut success = Vec::new();
+    for (name, selector) in [
+        (
+            "cosine",
+            &CosineSelector::default() as &dyn merit_interact::memory::Selector,
+        ),
+        ("learned", &learned),
+    ] {
+        let run_dir = dir.path().join(name);
+        let log = run_dir.join("episodes.jsonl");
+        let spec = RunSpec {
+            set: &set,
+            instance_ids: &eval_ids,
+            log: &log,
+            env: EnvConfig::default(),
+            simulator_model: None,
+        };
+        let model: Arc<dyn ChatModel> = Arc::new(Model);
+        let agent = ReactAgent::new(Arc::clone(&model), AgentConfig::default());
+        let run = MemoryRun {
+            dir: run_dir.join("memory"),
+            base: Some(dir.path().join("source/memory")),
+            config: MemoryConfig::default(),
+            advisor: merit_interact::memory::AdvisorConfig {
+                turn_level: false,
+                ..Default::default()
+            },
+            embedder: &Words,
+            episode_selector: selector,
+            turn_selector: selector,
+            insight: None,
+            write: false,
+        };
+        run_tasks_with_memory(
+            &spec,
+            &agent,
+            &run,
+            sqlite_backend,
+            |_| ScriptedSimulator::default(),
+            |_| {},
+        )
+        .unwrap();
+        let logged = read_log(&log).unwrap().records;
+        let chosen: Vec<Vec<u64>> = logged
+            .iter()
+            .map(|r| r.injections[0].chosen.clone())
+            .collect();
+        let good_id = memory
+            .episode_bank()
+            .entries()
+            .iter()
+            .find(|m| m.request == GOOD_REQUEST)
+            .unwrap()
+            .id;
+        let expected = if name == "cosine" {
+            vec![good_id ^ 1; 4]
+        } else {
+            vec![good_id; 4]
+        };
+        assert_eq!(
+            chosen,
+            expected.into_iter().map(|id| vec![id]).collect::<Vec<_>>(),
+            "{name}"
+        );
+        success.push(
+            logged
+                .iter()
+                .filter(|r| r.trajectory.outcome.phase1_passed)
+                .count(),
+        );
+    }
+    assert_eq!(
+        success,
+        [0, 4],
+        "cosine fails every task, the learned selector none"
+    );
+}
