@@ -9,14 +9,15 @@ use clap::{Args, Subcommand};
 use merit_core::model::{ChatModel, Embedder};
 use merit_interact::agent::{AgentConfig, ReactAgent, ToolCallMode};
 use merit_interact::memory::{
-    AdvisorConfig, Bm25Selector, CosineSelector, InsightConfig, InsightExtractor, MemoryConfig,
-    ModelSelector, Retention, RetrievalConfig, Selector,
+    AdvisorConfig, Bm25Selector, CosineSelector, InsightConfig, InsightExtractor, Level,
+    MemoryConfig, ModelSelector, Retention, RetrievalConfig, Selector,
 };
 use merit_interact::runlog::{
     read_log, run_tasks, run_tasks_with_memory, EpisodeRecord, MemoryRun, RunSpec,
 };
 use merit_interact::simulator::model::{ModelSimulator, ModelSimulatorConfig};
 use merit_interact::{sqlite_backend, Category, EnvConfig, TaskSet};
+use merit_learn::selector::LearnedSelector;
 use merit_models::cache::{CachedChat, CachedEmbedder, ReplyStore};
 use merit_models::openai::{OpenAiChat, OpenAiConfig, OpenAiEmbedder};
 use serde::Serialize;
@@ -26,12 +27,17 @@ use std::sync::Arc;
 /// The interactive system's commands.
 #[derive(Debug, Subcommand)]
 pub enum InteractCommand {
-    /// Run the base agent on a task file (resumable: finished tasks are skipped).
+    /// Run the agent on a task file, with or without memory (resumable: finished tasks are skipped).
     Run(InteractRunArgs),
     /// Success per phase, reward, turns, tokens of one or more run directories.
     Report(InteractReportArgs),
     /// Generate tasks SQL first from Spider gold SQL (resumable; appends to OUT/tasks.jsonl).
     Gen(InteractGenArgs),
+    /// The process reward model: teacher annotations, the student and its agreement table.
+    #[command(subcommand)]
+    Prm(crate::interact_learn_cmd::PrmCommand),
+    /// Train an episode- or turn-level selector with PPO (checkpoint + learning curve).
+    TrainSelector(crate::interact_learn_cmd::TrainSelectorArgs),
 }
 
 /// Arguments of `merit interact gen`.
@@ -134,6 +140,8 @@ enum SelectorKind {
     Cosine,
     /// The chat model picks from numbered summaries.
     Model,
+    /// PPO-trained checkpoints (`--episode-selector`, `--turn-selector`).
+    Learned,
 }
 
 /// Long-term memory options of `merit interact run`.
@@ -163,6 +171,14 @@ struct MemoryArgs {
     /// Read the memory but add nothing to it (evaluation on a fixed memory).
     #[arg(long, requires = "memory")]
     frozen_memory: bool,
+    /// With `--memory learned`: the episode-level checkpoint (`episode.safetensors` from
+    /// `merit interact train-selector`); without it the episode level uses cosine.
+    #[arg(long)]
+    episode_selector: Option<PathBuf>,
+    /// With `--memory learned`: the turn-level checkpoint; without it the turn level uses
+    /// cosine.
+    #[arg(long)]
+    turn_selector: Option<PathBuf>,
     /// Embedded embedder name.
     #[arg(long, default_value = merit_models::registry::DEFAULT_EMBEDDER)]
     #[serde(skip)]
@@ -204,6 +220,8 @@ pub fn run(command: InteractCommand) -> Result<()> {
         InteractCommand::Run(args) => run_agent(args),
         InteractCommand::Report(args) => report(args),
         InteractCommand::Gen(args) => generate(args),
+        InteractCommand::Prm(command) => crate::interact_learn_cmd::prm(command),
+        InteractCommand::TrainSelector(args) => crate::interact_learn_cmd::train_selector(args),
     }
 }
 
@@ -383,11 +401,30 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
                 };
             let embedder: Arc<dyn Embedder> =
                 Arc::new(CachedEmbedder::from_arc(embedder, Arc::clone(&store)));
-            let selector: Box<dyn Selector> = match kind {
-                SelectorKind::Bm25 => Box::new(Bm25Selector),
-                SelectorKind::Cosine => Box::new(CosineSelector::default()),
-                SelectorKind::Model => Box::new(ModelSelector::new(Arc::clone(&model), 64)),
+            let selector_for = |level: Level| -> Result<Box<dyn Selector>> {
+                Ok(match kind {
+                    SelectorKind::Bm25 => Box::new(Bm25Selector),
+                    SelectorKind::Cosine => Box::new(CosineSelector::default()),
+                    SelectorKind::Model => Box::new(ModelSelector::new(Arc::clone(&model), 64)),
+                    SelectorKind::Learned => {
+                        let path = match level {
+                            Level::Episode => &memory_args.episode_selector,
+                            Level::Turn => &memory_args.turn_selector,
+                        };
+                        match path {
+                            Some(path) => Box::new(
+                                LearnedSelector::load(path, level, embedder.dimension())
+                                    .with_context(|| {
+                                        format!("cannot load the selector {}", path.display())
+                                    })?,
+                            ),
+                            None => Box::new(CosineSelector::default()),
+                        }
+                    }
+                })
             };
+            let episode_selector = selector_for(Level::Episode)?;
+            let turn_selector = selector_for(Level::Turn)?;
             let extractor = InsightExtractor::new(Arc::clone(&model), InsightConfig::default());
             let retrieval = RetrievalConfig {
                 candidates: memory_args.candidates,
@@ -413,8 +450,8 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
                     turn_retrieval: retrieval,
                 },
                 embedder: embedder.as_ref(),
-                episode_selector: selector.as_ref(),
-                turn_selector: selector.as_ref(),
+                episode_selector: episode_selector.as_ref(),
+                turn_selector: turn_selector.as_ref(),
                 insight: Some(&extractor),
                 write: !memory_args.frozen_memory,
             };

@@ -9,6 +9,7 @@ mod classify_cmd;
 mod eval;
 mod files;
 mod interact_cmd;
+mod interact_learn_cmd;
 mod memory_cmd;
 mod models_cmd;
 mod report_cmd;

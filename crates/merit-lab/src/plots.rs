@@ -154,7 +154,8 @@ pub fn accuracy_bars(report: &Report) -> String {
     svg
 }
 
-fn line_chart(
+/// A line chart of named series of (x, y) points, drawn in `order` (SVG text).
+pub fn line_chart(
     title: &str,
     y_label: &str,
     x_label: &str,

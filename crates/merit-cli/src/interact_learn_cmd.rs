@@ -1,0 +1,620 @@
+//! The learned parts of MERIT interact on the command line: teacher annotations for the
+//! process reward model (`merit interact prm annotate`), the student PRM and its agreement
+//! table (`merit interact prm train`), and the PPO selectors (`merit interact train-selector`).
+//!
+//! Every model call goes through the reply cache, and every random draw comes from a seeded
+//! generator, so running a command again replays it: that is how an interrupted annotation
+//! or training continues (annotation files are also appended to and skip what they hold).
+
+use crate::ask_cmd::{load_chat_model, load_embedder, reexec_with_passive_openmp};
+use crate::run_cmd::{merit_home, RUN_CONTEXT_SIZE};
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use merit_core::model::{ChatModel, Embedder};
+use merit_interact::agent::{AgentConfig, ReactAgent};
+use merit_interact::memory::{InteractMemory, Level, MemoryConfig, RetrievalConfig};
+use merit_interact::prm::{
+    annotate, memory_text, read_annotations, scalar_utility, state_text, AnnotationPair,
+    AnnotationRecord, JudgeConfig, RubricJudge,
+};
+use merit_interact::runlog::read_log;
+use merit_interact::simulator::model::{ModelSimulator, ModelSimulatorConfig};
+use merit_interact::{sqlite_backend, EnvConfig, TaskSet};
+use merit_learn::selector::{PpoConfig, PpoTrainer, SelectorConfig};
+use merit_learn::student::{
+    examples_from_annotations, student_agreement, train_grpo, train_sft, AgreementTable,
+    GrpoConfig, PairFeatures, PairInput, RewardWeights, SftConfig, StudentConfig, StudentPrm,
+};
+use merit_learn::train::{
+    train_bandit, train_episode_selector, turn_examples, BanditReward, EpisodeTraining, TrainError,
+    UpdateRecord,
+};
+use merit_models::cache::{CachedChat, CachedEmbedder, ReplyStore};
+use merit_models::openai::{OpenAiChat, OpenAiConfig, OpenAiEmbedder};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The chat model of a command: a server, or an embedded GGUF model.
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    /// OpenAI-compatible chat server; default: the embedded model.
+    #[arg(long, requires = "llm_model")]
+    llm_url: Option<String>,
+    /// Model name on the chat server.
+    #[arg(long)]
+    llm_model: Option<String>,
+    /// Embedded chat model name.
+    #[arg(long, default_value = merit_models::registry::DEFAULT_CHAT_MODEL)]
+    model: String,
+    /// Path of the embedded chat model's GGUF file (skips pulling).
+    #[arg(long)]
+    model_path: Option<PathBuf>,
+}
+
+/// The embedder of a command: a server, or the embedded MiniLM.
+#[derive(Debug, Args)]
+pub struct EmbedArgs {
+    /// Embedded embedder name.
+    #[arg(long, default_value = merit_models::registry::DEFAULT_EMBEDDER)]
+    embedder: String,
+    /// OpenAI-compatible embeddings server; default: the embedded embedder.
+    #[arg(long, requires = "embed_model")]
+    embed_url: Option<String>,
+    /// Embedding model name on the server.
+    #[arg(long)]
+    embed_model: Option<String>,
+    /// Reply cache folder (default: `$MERIT_HOME/replies`).
+    #[arg(long)]
+    cache: Option<PathBuf>,
+}
+
+fn store(args: &EmbedArgs) -> Result<Arc<ReplyStore>> {
+    Ok(Arc::new(
+        ReplyStore::open(
+            args.cache
+                .clone()
+                .unwrap_or_else(|| merit_home().join("replies")),
+        )
+        .context("cannot open the reply cache")?,
+    ))
+}
+
+fn chat(args: &ChatArgs, store: &Arc<ReplyStore>) -> Result<Arc<dyn ChatModel>> {
+    let live: Arc<dyn ChatModel> = match (&args.llm_url, &args.llm_model) {
+        (Some(url), Some(name)) => Arc::new(OpenAiChat::new(OpenAiConfig::new(url, name))?),
+        _ => {
+            reexec_with_passive_openmp();
+            Arc::new(load_chat_model(
+                &args.model,
+                args.model_path.as_deref(),
+                RUN_CONTEXT_SIZE,
+            )?)
+        }
+    };
+    Ok(Arc::new(CachedChat::from_arc(live, Arc::clone(store))))
+}
+
+/// The embedder behind the reply cache.
+pub fn embedder(args: &EmbedArgs, store: &Arc<ReplyStore>) -> Result<Arc<dyn Embedder>> {
+    let live: Arc<dyn Embedder> = match (&args.embed_url, &args.embed_model) {
+        (Some(url), Some(name)) => {
+            Arc::new(OpenAiEmbedder::new(OpenAiConfig::new(url, name), None)?)
+        }
+        _ => Arc::new(load_embedder(&args.embedder, None)?),
+    };
+    Ok(Arc::new(CachedEmbedder::from_arc(live, Arc::clone(store))))
+}
+
+/// The process reward model's commands.
+#[derive(Debug, Subcommand)]
+pub enum PrmCommand {
+    /// Teacher rubrics for (state, turn memory) pairs of a memory run (resumable).
+    Annotate(AnnotateArgs),
+    /// Train the student PRM on annotations (SFT, then GRPO) and write its agreement table.
+    Train(PrmTrainArgs),
+}
+
+/// Arguments of `merit interact prm annotate`.
+#[derive(Debug, Args)]
+pub struct AnnotateArgs {
+    /// A run directory made with `--memory` (its `episodes.jsonl` gives the states, its
+    /// `memory/` the candidate turn memories).
+    #[arg(long)]
+    run: PathBuf,
+    /// Annotation file (appended to; pairs already in it are skipped).
+    #[arg(long)]
+    out: PathBuf,
+    /// Candidates per state (the embedding stage's top k).
+    #[arg(long, default_value_t = 10)]
+    candidates: usize,
+    /// Annotate at most N new pairs in this invocation.
+    #[arg(long)]
+    limit: Option<usize>,
+    #[command(flatten)]
+    teacher: ChatArgs,
+    #[command(flatten)]
+    embed: EmbedArgs,
+}
+
+/// Arguments of `merit interact prm train`.
+#[derive(Debug, Args)]
+pub struct PrmTrainArgs {
+    /// Annotation files (from `merit interact prm annotate`).
+    #[arg(long, required = true, num_args = 1..)]
+    annotations: Vec<PathBuf>,
+    /// Output folder: `student.safetensors` (+ `.json`), `agreement.md`, `agreement.json`.
+    #[arg(long)]
+    out: PathBuf,
+    /// Seed of the student's initial weights and of both training stages.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Percent of the pairs held out for the agreement table (the rest is split evenly
+    /// between SFT and GRPO).
+    #[arg(long, default_value_t = 20)]
+    held_out_percent: u64,
+    #[command(flatten)]
+    embed: EmbedArgs,
+}
+
+/// Which selector `train-selector` trains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LevelArg {
+    /// Before an episode, rewarded by the episode's terminal reward (online rollouts).
+    Episode,
+    /// Before a turn, rewarded by the student PRM's utility (offline, logged states).
+    Turn,
+}
+
+/// Arguments of `merit interact train-selector`.
+#[derive(Debug, Args)]
+pub struct TrainSelectorArgs {
+    /// The memory level.
+    #[arg(long, value_enum)]
+    level: LevelArg,
+    /// Episode level: the training task file.
+    #[arg(long, required_if_eq("level", "episode"))]
+    tasks: Option<PathBuf>,
+    /// Episode level: the tasks' database folder.
+    #[arg(long, required_if_eq("level", "episode"))]
+    db_root: Option<PathBuf>,
+    /// Episode level: the frozen memory folder the candidates come from (a run's `memory/`).
+    #[arg(long, required_if_eq("level", "episode"))]
+    memory_from: Option<PathBuf>,
+    /// Episode level: use the first N tasks only.
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Turn level: a run directory made with `--memory` (states from its log, candidates from
+    /// its `memory/`).
+    #[arg(long, required_if_eq("level", "turn"))]
+    run: Option<PathBuf>,
+    /// Turn level: the student PRM checkpoint (`student.safetensors`).
+    #[arg(long, required_if_eq("level", "turn"))]
+    prm: Option<PathBuf>,
+    /// Turn level: the reward of injecting nothing (the PRM utility of an unrecommended
+    /// memory is at most 0, of a recommended one at least 0).
+    #[arg(long, default_value_t = 0.0)]
+    none_reward: f64,
+    /// Output folder: `<level>.safetensors` (+ `.json`), `<level>-curve.jsonl`,
+    /// `<level>-curve.svg`.
+    #[arg(long)]
+    out: PathBuf,
+    /// PPO updates.
+    #[arg(long, default_value_t = 20)]
+    updates: usize,
+    /// Rollouts per update (episodes at the episode level, states at the turn level).
+    #[arg(long, default_value_t = 16)]
+    batch: usize,
+    /// Seed of the network, the task order and the sampled decisions.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Candidates per retrieval (the paper's 10).
+    #[arg(long, default_value_t = 10)]
+    candidates: usize,
+    #[command(flatten)]
+    chat: ChatArgs,
+    #[command(flatten)]
+    embed: EmbedArgs,
+}
+
+fn open_memory(dir: &Path, embedder: &dyn Embedder) -> Result<InteractMemory> {
+    if !dir.join(merit_interact::memory::EPISODE_FILE).is_file()
+        && !dir.join(merit_interact::memory::TURN_FILE).is_file()
+    {
+        bail!(
+            "{} holds no memory files (episodes.jsonl, turns.jsonl); make one with `merit interact run --memory ...`",
+            dir.display()
+        );
+    }
+    let (memory, report) = InteractMemory::open(dir, embedder, MemoryConfig::default())
+        .with_context(|| format!("cannot open the memory {}", dir.display()))?;
+    let _ = report;
+    Ok(memory)
+}
+
+/// Runs a `prm` subcommand.
+pub fn prm(command: PrmCommand) -> Result<()> {
+    match command {
+        PrmCommand::Annotate(args) => prm_annotate(args),
+        PrmCommand::Train(args) => prm_train(args),
+    }
+}
+
+fn prm_annotate(args: AnnotateArgs) -> Result<()> {
+    let store = store(&args.embed)?;
+    let embedder = embedder(&args.embed, &store)?;
+    let records = read_log(&args.run.join("episodes.jsonl"))
+        .with_context(|| format!("cannot read the episode log of {}", args.run.display()))?
+        .records;
+    let memory = open_memory(&args.run.join("memory"), embedder.as_ref())?;
+    let retrieval = RetrievalConfig {
+        candidates: args.candidates,
+        ..RetrievalConfig::default()
+    };
+    let examples = turn_examples(&records, &memory, embedder.as_ref(), &retrieval)?;
+    let state_ids: Vec<String> = examples
+        .iter()
+        .map(|e| format!("{}#{}", e.instance_id, e.turn))
+        .collect();
+    let done: std::collections::BTreeSet<(String, u64)> = read_annotations(&args.out)?
+        .records
+        .into_iter()
+        .map(|r| (r.state_id, r.memory_id))
+        .collect();
+    let mut pairs: Vec<AnnotationPair<'_>> = Vec::new();
+    for (example, state_id) in examples.iter().zip(&state_ids) {
+        for memory in &example.memories {
+            if !done.contains(&(state_id.clone(), memory.id)) {
+                pairs.push(AnnotationPair {
+                    state_id,
+                    state: &example.state,
+                    memory,
+                });
+            }
+        }
+    }
+    let total = pairs.len();
+    if let Some(limit) = args.limit {
+        pairs.truncate(limit);
+    }
+    eprintln!(
+        "{} states, {} pairs not yet annotated, annotating {} now into {}",
+        examples.len(),
+        total,
+        pairs.len(),
+        args.out.display()
+    );
+    let teacher = chat(&args.teacher, &store)?;
+    let judge = RubricJudge::new(teacher, JudgeConfig::default());
+    let bar = crate::files::progress_bar(pairs.len(), "annotate");
+    let mut report = merit_interact::prm::AnnotateReport::default();
+    // Small chunks: the progress bar moves, and every judgement is synced as it is made.
+    for chunk in pairs.chunks(16) {
+        let one = annotate(&judge, chunk, &args.out)?;
+        report.judged += one.judged;
+        report.failures += one.failures;
+        report.skipped += one.skipped;
+        report.calls += one.calls;
+        bar.inc(chunk.len() as u64);
+        crate::files::log_progress_when_not_a_terminal(&bar, 10);
+    }
+    bar.finish_and_clear();
+    println!(
+        "judged {} pairs ({} unusable replies recorded as failures), {} model calls",
+        report.judged, report.failures, report.calls
+    );
+    Ok(())
+}
+
+/// A stable split of a pair: 0..100 from its ids (FNV-1a), independent of file order.
+fn bucket(record: &AnnotationRecord) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in record
+        .state_id
+        .bytes()
+        .chain(record.memory_id.to_le_bytes())
+    {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash % 100
+}
+
+fn prm_train(args: PrmTrainArgs) -> Result<()> {
+    if args.held_out_percent == 0 || args.held_out_percent >= 100 {
+        bail!("--held-out-percent must be between 1 and 99");
+    }
+    let mut records = Vec::new();
+    for file in &args.annotations {
+        let loaded = read_annotations(file)
+            .with_context(|| format!("cannot read annotations {}", file.display()))?;
+        for warning in &loaded.warnings {
+            eprintln!("warning: {warning}");
+        }
+        records.extend(loaded.records);
+    }
+    let judged = records
+        .iter()
+        .filter(|r| r.result.rubric().is_some())
+        .count();
+    if judged < 10 {
+        bail!("only {judged} annotated pairs have a valid rubric; annotate more before training");
+    }
+    let store = store(&args.embed)?;
+    let embedder = embedder(&args.embed, &store)?;
+    let (mut held_out, mut sft, mut grpo) = (Vec::new(), Vec::new(), Vec::new());
+    let rest = 100 - args.held_out_percent;
+    for record in records {
+        let b = bucket(&record);
+        if b < args.held_out_percent {
+            held_out.push(record);
+        } else if b < args.held_out_percent + rest / 2 {
+            sft.push(record);
+        } else {
+            grpo.push(record);
+        }
+    }
+    let held_out = examples_from_annotations(&held_out, embedder.as_ref())?;
+    let sft = examples_from_annotations(&sft, embedder.as_ref())?;
+    let grpo = examples_from_annotations(&grpo, embedder.as_ref())?;
+    eprintln!(
+        "pairs with a rubric: {} SFT, {} GRPO, {} held out",
+        sft.len(),
+        grpo.len(),
+        held_out.len()
+    );
+    if sft.is_empty() || grpo.is_empty() || held_out.is_empty() {
+        bail!("a split is empty; annotate more pairs");
+    }
+    let config = StudentConfig {
+        dimension: embedder.dimension(),
+        seed: args.seed,
+        ..StudentConfig::default()
+    };
+    let weights = RewardWeights::default();
+    let untrained = StudentPrm::new(config.clone())?;
+    let mut rows = vec![student_agreement(
+        "student (untrained)",
+        &untrained,
+        &held_out,
+        &weights,
+    )?];
+    let mut student = StudentPrm::new(config)?;
+    train_sft(
+        &mut student,
+        &sft,
+        &SftConfig {
+            seed: args.seed.wrapping_add(1),
+            ..SftConfig::default()
+        },
+    )?;
+    rows.push(student_agreement(
+        "student (SFT)",
+        &student,
+        &held_out,
+        &weights,
+    )?);
+    let reference = student.try_clone()?;
+    train_grpo(
+        &mut student,
+        &reference,
+        &grpo,
+        &GrpoConfig {
+            seed: args.seed.wrapping_add(2),
+            ..GrpoConfig::default()
+        },
+    )?;
+    rows.push(student_agreement(
+        "student (SFT+GRPO)",
+        &student,
+        &held_out,
+        &weights,
+    )?);
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create {}", args.out.display()))?;
+    student.save(&args.out.join("student.safetensors"))?;
+    let table = AgreementTable { rows };
+    crate::files::write_atomically(
+        &args.out.join("agreement.json"),
+        serde_json::to_string_pretty(&table)?.as_bytes(),
+    )?;
+    let markdown = table.to_markdown();
+    crate::files::write_atomically(&args.out.join("agreement.md"), markdown.as_bytes())?;
+    print!("{markdown}");
+    Ok(())
+}
+
+/// Rewards of turn-level choices: the student PRM's scalar utility of every candidate,
+/// computed once.
+struct PrmRewards {
+    utilities: Vec<Vec<f64>>,
+    none: f64,
+}
+
+impl BanditReward for PrmRewards {
+    fn reward(&self, index: usize, choice: usize) -> Result<f64, TrainError> {
+        self.utilities
+            .get(index)
+            .and_then(|row| row.get(choice))
+            .copied()
+            .ok_or_else(|| {
+                TrainError::Tasks(format!("no reward for state {index} choice {choice}"))
+            })
+    }
+    fn none(&self) -> f64 {
+        self.none
+    }
+}
+
+fn write_curve(out: &Path, level: &str, curve: &[UpdateRecord]) -> Result<()> {
+    let mut lines = String::new();
+    for record in curve {
+        lines.push_str(&serde_json::to_string(record)?);
+        lines.push('\n');
+    }
+    crate::files::write_atomically(&out.join(format!("{level}-curve.jsonl")), lines.as_bytes())?;
+    let mut series: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    for record in curve {
+        let x = record.update as f64;
+        series
+            .entry("mean reward".into())
+            .or_default()
+            .push((x, record.mean_reward));
+        series
+            .entry("inject rate".into())
+            .or_default()
+            .push((x, record.inject_rate));
+    }
+    let svg = merit_lab::plots::line_chart(
+        &format!("{level}-level selector: PPO learning curve"),
+        "per update",
+        "update",
+        &series,
+        &["mean reward".to_string(), "inject rate".to_string()],
+    );
+    crate::files::write_atomically(&out.join(format!("{level}-curve.svg")), svg.as_bytes())
+}
+
+/// Runs `train-selector`.
+pub fn train_selector(args: TrainSelectorArgs) -> Result<()> {
+    let store = store(&args.embed)?;
+    let embedder = embedder(&args.embed, &store)?;
+    let retrieval = RetrievalConfig {
+        candidates: args.candidates,
+        ..RetrievalConfig::default()
+    };
+    retrieval.validate()?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create {}", args.out.display()))?;
+    let level = match args.level {
+        LevelArg::Episode => Level::Episode,
+        LevelArg::Turn => Level::Turn,
+    };
+    let name = match level {
+        Level::Episode => "episode",
+        Level::Turn => "turn",
+    };
+    let mut trainer = PpoTrainer::new(
+        SelectorConfig::new(level, embedder.dimension()),
+        PpoConfig::default(),
+        args.seed,
+    )?;
+    let bar = crate::files::progress_bar(args.updates, "train-selector");
+    let mut curve: Vec<UpdateRecord> = Vec::new();
+    let on_update = |record: &UpdateRecord| {
+        bar.inc(1);
+        bar.set_message(format!(
+            "train-selector: mean reward {:.3}, inject rate {:.2}",
+            record.mean_reward, record.inject_rate
+        ));
+        crate::files::log_progress_when_not_a_terminal(&bar, 1);
+        curve.push(record.clone());
+        if let Err(error) = write_curve(&args.out, name, &curve) {
+            eprintln!("warning: cannot write the learning curve: {error}");
+        }
+    };
+    match args.level {
+        LevelArg::Episode => {
+            let (Some(tasks), Some(db_root), Some(memory_dir)) =
+                (&args.tasks, &args.db_root, &args.memory_from)
+            else {
+                bail!("--tasks, --db-root and --memory-from are required at the episode level");
+            };
+            let set = TaskSet::load(tasks, db_root)
+                .with_context(|| format!("cannot load the tasks of {}", tasks.display()))?;
+            let mut ids: Vec<String> = set
+                .tasks()
+                .iter()
+                .map(|t| t.instance_id().to_string())
+                .collect();
+            if let Some(limit) = args.limit {
+                ids.truncate(limit);
+            }
+            let memory = open_memory(memory_dir, embedder.as_ref())?;
+            let model = chat(&args.chat, &store)?;
+            let agent = ReactAgent::new(Arc::clone(&model), AgentConfig::default());
+            let spec = EpisodeTraining {
+                set: &set,
+                instance_ids: &ids,
+                memory: &memory,
+                embedder: embedder.as_ref(),
+                turn_selector: None,
+                retrieval,
+                env: EnvConfig::default(),
+                updates: args.updates,
+                batch: args.batch,
+                seed: args.seed,
+            };
+            train_episode_selector(
+                &spec,
+                &mut trainer,
+                &agent,
+                sqlite_backend,
+                |_| ModelSimulator::new(Arc::clone(&model), ModelSimulatorConfig::default()),
+                on_update,
+            )?;
+        }
+        LevelArg::Turn => {
+            let (Some(run), Some(prm)) = (&args.run, &args.prm) else {
+                bail!("--run and --prm are required at the turn level");
+            };
+            let records = read_log(&run.join("episodes.jsonl"))?.records;
+            let memory = open_memory(&run.join("memory"), embedder.as_ref())?;
+            let examples = turn_examples(&records, &memory, embedder.as_ref(), &retrieval)?;
+            let student = StudentPrm::load(prm)
+                .with_context(|| format!("cannot load the student PRM {}", prm.display()))?;
+            let mut utilities = Vec::with_capacity(examples.len());
+            for example in &examples {
+                let mut texts = vec![state_text(&example.state)];
+                texts.extend(example.memories.iter().map(memory_text));
+                let vectors = embedder.embed(&texts)?;
+                let inputs: Vec<PairInput> = example
+                    .memories
+                    .iter()
+                    .zip(&vectors[1..])
+                    .map(|(memory, vector)| PairInput {
+                        state: vectors[0].clone(),
+                        memory: vector.clone(),
+                        features: PairFeatures::from_pair(&example.state, memory),
+                    })
+                    .collect();
+                let rubrics = student.rubrics(&inputs)?;
+                utilities.push(
+                    rubrics
+                        .iter()
+                        .map(|r| f64::from(scalar_utility(r)))
+                        .collect(),
+                );
+            }
+            eprintln!(
+                "{} turn states with candidates from {} episodes",
+                examples.len(),
+                records.len()
+            );
+            let rewards = PrmRewards {
+                utilities,
+                none: args.none_reward,
+            };
+            let problems: Vec<_> = examples.iter().map(|e| e.example.clone()).collect();
+            train_bandit(
+                &problems,
+                &rewards,
+                &mut trainer,
+                args.updates,
+                args.batch,
+                args.seed,
+                on_update,
+            )?;
+        }
+    }
+    bar.finish_and_clear();
+    let checkpoint = args.out.join(format!("{name}.safetensors"));
+    trainer.save(&checkpoint)?;
+    println!(
+        "{name}-level selector: {} updates; checkpoint {}; learning curve {}",
+        trainer.updates(),
+        checkpoint.display(),
+        args.out.join(format!("{name}-curve.svg")).display()
+    );
+    Ok(())
+}
