@@ -4,5 +4,6 @@
 mod ask_concert_singer;
 mod cli_eval;
 mod cli_report;
+mod interact_pipeline;
 mod interact_report;
 mod run_real_model;

@@ -1,0 +1,429 @@
+//! The whole interact pipeline through the `merit` binary against an OpenAI-compatible server
+//! (a small stand-in started by the test): a memory run with native tool calls, teacher
+//! annotations, the student PRM and its agreement table, both selectors trained with PPO, an
+//! evaluation run with the learned checkpoints, and the paired report.
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const RIGHT: &str = "SELECT COUNT(*) FROM observatories WHERE airtempc > 20";
+const WORDS: [&str; 5] = ["observatories", "warm", "weather", "hot", "count"];
+
+fn all_text(body: &Value) -> String {
+    body["messages"]
+        .as_array()
+        .map(|messages| {
+            messages
+                .iter()
+                .filter_map(|m| m["content"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+fn rubric(text: &str) -> String {
+    let overall = (text.len() % 6) as u64;
+    let mut principles = serde_json::Map::new();
+    for key in [
+        "state_match",
+        "actionability_value",
+        "pattern_generalizability",
+        "outcome_reliability",
+        "clarity_for_agent",
+        "confidence_in_assessment",
+        "overall_utility",
+    ] {
+        let score = if key == "overall_utility" { overall } else { 3 };
+        principles.insert(
+            key.into(),
+            json!({"score": score, "reason": format!("The {key} is as scored.")}),
+        );
+    }
+    json!({
+        "principles": principles,
+        "flags": {"recommend_injection": overall >= 3, "use_as_warning_only": false},
+        "feedback": {"one_sentence_summary": "A scripted grade.", "how_to_use": "Copy it when it fits."}
+    })
+    .to_string()
+}
+
+/// The stand-in server's answer to one chat request.
+fn chat(body: &Value) -> Value {
+    let text = all_text(body);
+    let message = if text.contains("grading a single remembered step") {
+        json!({"role": "assistant", "content": rubric(&text)})
+    } else if text.contains("full record of one finished attempt") {
+        json!({"role": "assistant", "content": r#"{"worked": ["submitted a count"], "failed": [], "key_insight": "Warm means airtempc above 20.", "info_gaps": []}"#})
+    } else if text.contains("You play the person who asked") {
+        json!({"role": "assistant", "content": "VERDICT: unanswerable"})
+    } else if body.get("tools").is_some() {
+        json!({"role": "assistant", "content": "Thought: I know this one.", "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": "submit", "arguments": json!({"sql": RIGHT}).to_string()}}]})
+    } else {
+        json!({"role": "assistant", "content": format!("Thought: ok.\nAction: submit('{RIGHT}')")})
+    };
+    json!({"id": "x", "object": "chat.completion",
+           "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+           "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25}})
+}
+
+fn embeddings(body: &Value) -> Value {
+    let data: Vec<Value> = body["input"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(|(index, text)| {
+            let lower = text.as_str().unwrap_or("").to_lowercase();
+            let mut v: Vec<f32> = WORDS
+                .iter()
+                .map(|w| lower.matches(w).count() as f32)
+                .collect();
+            v.push(1.0);
+            json!({"object": "embedding", "index": index, "embedding": v})
+        })
+        .collect();
+    json!({"object": "list", "data": data, "model": "e", "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+}
+
+fn handle(stream: TcpStream) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut request_line = String::new();
+    if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
+        return;
+    }
+    let path = request_line
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or("")
+        .to_string();
+    let mut length = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((key, value)) = line.split_once(':') {
+            if key.eq_ignore_ascii_case("content-length") {
+                length = value.trim().parse().unwrap_or(0);
+            }
+        }
+    }
+    let mut body = vec![0u8; length];
+    if reader.read_exact(&mut body).is_err() {
+        return;
+    }
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let reply = if path.ends_with("/embeddings") {
+        embeddings(&body)
+    } else {
+        chat(&body)
+    }
+    .to_string();
+    let response = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",
+        reply.len()
+    );
+    let mut stream = stream;
+    let _ = stream.write_all(response.as_bytes());
+}
+
+fn serve() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || handle(stream));
+        }
+    });
+    base
+}
+
+fn mini_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/interact/mini-interact")
+}
+
+fn task(id: &str, request: &str) -> Value {
+    json!({
+        "instance_id": id, "selected_database": "alien", "amb_user_query": request,
+        "query": "How many observatories recorded an air temperature above 20 degrees Celsius?",
+        "sol_sql": [RIGHT], "test_cases": [], "category": "Query",
+        "conditions": {"decimal": 2, "distinct": false, "order": false},
+        "user_query_ambiguity": {"critical_ambiguity": [], "non_critical_ambiguity": []},
+        "knowledge_ambiguity": []
+    })
+}
+
+/// Runs `merit` with the server's flags appended where the command takes them.
+fn merit(args: &[&str], server: &str, cache: &Path, chat: bool) -> String {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_merit"));
+    command.args(args);
+    if chat {
+        command.args(["--llm-url", server, "--llm-model", "stand-in"]);
+    }
+    command
+        .args(["--embed-url", server, "--embed-model", "words"])
+        .arg("--cache")
+        .arg(cache);
+    let output = command.output().unwrap();
+    assert!(
+        output.status.success(),
+        "merit {args:?} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+fn lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
+    let server = serve();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let requests = [
+        "How many observatories have warm weather?",
+        "Count observatories with hot weather.",
+        "How many observatories are warm?",
+        "Count the warm observatories.",
+        "How many observatories report hot weather?",
+        "Count observatories where the weather is warm.",
+    ];
+    let tasks: Vec<String> = requests
+        .iter()
+        .enumerate()
+        .map(|(n, r)| task(&format!("alien_99{n:02}"), r).to_string())
+        .collect();
+    let task_file = dir.path().join("tasks.jsonl");
+    std::fs::write(&task_file, tasks.join("\n")).unwrap();
+    let (tasks_arg, root) = (task_file.to_str().unwrap(), mini_root());
+    let root = root.to_str().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+
+    // 1. A memory run: native tool calls, memories written, insight drawn.
+    let train = path("train");
+    merit(
+        &[
+            "interact",
+            "run",
+            "--tasks",
+            tasks_arg,
+            "--db-root",
+            root,
+            "--out",
+            &train,
+            "--memory",
+            "cosine",
+        ],
+        &server,
+        &cache,
+        true,
+    );
+    let log = lines(&dir.path().join("train/episodes.jsonl"));
+    assert_eq!(log.len(), 6);
+    assert!(log
+        .iter()
+        .all(|r| r["trajectory"]["outcome"]["phase1_passed"] == true));
+    assert_eq!(log[0]["turns"][0]["parse"], "NativeToolCall");
+    assert!(log[5]["injections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|i| !i["chosen"].as_array().unwrap().is_empty()));
+    assert_eq!(
+        lines(&dir.path().join("train/memory/episodes.jsonl")).len(),
+        6
+    );
+
+    // 2. Teacher annotations of (state, candidate) pairs, resumable.
+    let annotations = path("prm/annotations.jsonl");
+    merit(
+        &[
+            "interact",
+            "prm",
+            "annotate",
+            "--run",
+            &train,
+            "--out",
+            &annotations,
+            "--limit",
+            "10",
+        ],
+        &server,
+        &cache,
+        true,
+    );
+    assert_eq!(lines(Path::new(&annotations)).len(), 10);
+    merit(
+        &[
+            "interact",
+            "prm",
+            "annotate",
+            "--run",
+            &train,
+            "--out",
+            &annotations,
+        ],
+        &server,
+        &cache,
+        true,
+    );
+    let annotated = lines(Path::new(&annotations)).len();
+    assert!(annotated >= 20, "{annotated} pairs");
+
+    // 3. The student PRM and its agreement table.
+    let prm = path("prm");
+    let table = merit(
+        &[
+            "interact",
+            "prm",
+            "train",
+            "--annotations",
+            &annotations,
+            "--out",
+            &prm,
+        ],
+        &server,
+        &cache,
+        false,
+    );
+    for row in ["student (untrained)", "student (SFT)", "student (SFT+GRPO)"] {
+        assert!(table.contains(row), "{table}");
+    }
+    assert!(dir.path().join("prm/agreement.md").is_file());
+    assert!(dir.path().join("prm/student.safetensors").is_file());
+
+    // 4. Both selectors, trained with PPO from scratch.
+    let selectors = path("selectors");
+    let student = path("prm/student.safetensors");
+    merit(
+        &[
+            "interact",
+            "train-selector",
+            "--level",
+            "turn",
+            "--run",
+            &train,
+            "--prm",
+            &student,
+            "--out",
+            &selectors,
+            "--updates",
+            "4",
+            "--batch",
+            "8",
+        ],
+        &server,
+        &cache,
+        false,
+    );
+    merit(
+        &[
+            "interact",
+            "train-selector",
+            "--level",
+            "episode",
+            "--tasks",
+            tasks_arg,
+            "--db-root",
+            root,
+            "--memory-from",
+            &format!("{train}/memory"),
+            "--out",
+            &selectors,
+            "--updates",
+            "2",
+            "--batch",
+            "3",
+        ],
+        &server,
+        &cache,
+        true,
+    );
+    for file in [
+        "turn.safetensors",
+        "turn.json",
+        "turn-curve.jsonl",
+        "turn-curve.svg",
+        "episode.safetensors",
+        "episode-curve.jsonl",
+        "episode-curve.svg",
+    ] {
+        assert!(
+            dir.path().join("selectors").join(file).is_file(),
+            "{file} missing"
+        );
+    }
+    assert_eq!(
+        lines(&dir.path().join("selectors/episode-curve.jsonl")).len(),
+        2
+    );
+
+    // 5. An evaluation run with the learned checkpoints on the frozen training memory.
+    let eval = path("eval");
+    merit(
+        &[
+            "interact",
+            "run",
+            "--tasks",
+            tasks_arg,
+            "--db-root",
+            root,
+            "--out",
+            &eval,
+            "--memory",
+            "learned",
+            "--episode-selector",
+            &format!("{selectors}/episode.safetensors"),
+            "--turn-selector",
+            &format!("{selectors}/turn.safetensors"),
+            "--memory-from",
+            &format!("{train}/memory"),
+            "--frozen-memory",
+        ],
+        &server,
+        &cache,
+        true,
+    );
+    let eval_log = lines(&dir.path().join("eval/episodes.jsonl"));
+    let selectors_used: Vec<&str> = eval_log
+        .iter()
+        .flat_map(|r| r["injections"].as_array().unwrap().iter())
+        .filter_map(|i| i["selector"].as_str())
+        .collect();
+    assert!(
+        selectors_used
+            .iter()
+            .any(|s| s.starts_with("learned:episode:")),
+        "{selectors_used:?}"
+    );
+    assert!(
+        selectors_used
+            .iter()
+            .any(|s| s.starts_with("learned:turn:")),
+        "{selectors_used:?}"
+    );
+
+    // 6. The report compares the two runs.
+    let report = Command::new(env!("CARGO_BIN_EXE_merit"))
+        .args(["interact", "report", "--baseline", &train, &train, &eval])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(report.stdout).unwrap();
+    assert!(text.contains("Δ phase 1"), "{text}");
+}
