@@ -33,6 +33,8 @@ pub enum InteractCommand {
     Report(InteractReportArgs),
     /// Generate tasks SQL first from Spider gold SQL (resumable; appends to OUT/tasks.jsonl).
     Gen(InteractGenArgs),
+    /// Diversity and quality figures of a generated task set (the paper's augmentation table).
+    Stats(InteractStatsArgs),
     /// The process reward model: teacher annotations, the student and its agreement table.
     #[command(subcommand)]
     Prm(crate::interact_learn_cmd::PrmCommand),
@@ -81,6 +83,26 @@ pub struct InteractGenArgs {
     cache: Option<PathBuf>,
 }
 
+/// Arguments of `merit interact stats`.
+#[derive(Debug, Args)]
+pub struct InteractStatsArgs {
+    /// Generated task file(s) (`tasks.jsonl` from `merit interact gen`); one row each.
+    #[arg(required = true)]
+    tasks: Vec<PathBuf>,
+    /// Folder with `<db_id>/<db_id>.sqlite` to execute each gold SQL on.
+    #[arg(long)]
+    db_dir: PathBuf,
+    /// Seed SQL files (a Spider question file) to report the same structure figures for.
+    #[arg(long)]
+    seeds: Vec<PathBuf>,
+    /// Embedder for the mean pairwise cosine distance.
+    #[arg(long, default_value = merit_models::registry::DEFAULT_EMBEDDER)]
+    embedder: String,
+    /// Print JSON instead of Markdown.
+    #[arg(long)]
+    json: bool,
+}
+
 /// Arguments of `merit interact run`.
 #[derive(Debug, Args)]
 pub struct InteractRunArgs {
@@ -93,6 +115,10 @@ pub struct InteractRunArgs {
     /// Ground truth in a separate JSONL file, keyed by instance_id (public releases ship it apart).
     #[arg(long)]
     ground_truth: Option<PathBuf>,
+    /// Databases missing beside their metafiles are taken from `<DIR>/<db>/<db>.sqlite` (the
+    /// Spider layout): committed task sets ship metafiles only.
+    #[arg(long)]
+    sqlite_dir: Option<PathBuf>,
     /// Run the first N tasks only.
     #[arg(long)]
     limit: Option<usize>,
@@ -220,6 +246,7 @@ pub fn run(command: InteractCommand) -> Result<()> {
         InteractCommand::Run(args) => run_agent(args),
         InteractCommand::Report(args) => report(args),
         InteractCommand::Gen(args) => generate(args),
+        InteractCommand::Stats(args) => stats(args),
         InteractCommand::Prm(command) => crate::interact_learn_cmd::prm(command),
         InteractCommand::TrainSelector(args) => crate::interact_learn_cmd::train_selector(args),
     }
@@ -312,6 +339,69 @@ fn generate(args: InteractGenArgs) -> Result<()> {
     Ok(())
 }
 
+fn stats(args: InteractStatsArgs) -> Result<()> {
+    use merit_interact::gen;
+    let databases = merit_data::DatabaseDir::new(&args.db_dir);
+    let embedder = load_embedder(&args.embedder, None)?;
+    let mut rows = Vec::new();
+    for file in &args.tasks {
+        let tasks = gen::read_generated(file)
+            .with_context(|| format!("cannot read generated tasks {}", file.display()))?;
+        let figures = gen::compute_stats(
+            &tasks,
+            &databases,
+            Some(&embedder as &dyn Embedder),
+            std::time::Duration::from_secs(30),
+        )?;
+        rows.push((file.display().to_string(), Some(figures), None));
+    }
+    for file in &args.seeds {
+        let seeds = gen::load_seeds(file, "seed")?;
+        let structure = gen::stats::structure_stats(seeds.iter().map(|s| s.sql.as_str()));
+        rows.push((file.display().to_string(), None, Some(structure)));
+    }
+    if args.json {
+        let value: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|(name, figures, structure)| {
+                serde_json::json!({"file": name, "generated": figures, "seeds": structure})
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(());
+    }
+    println!(
+        "| set | records | execution rate % | non-empty | distinct skeletons | JOIN % | window % | Self-BLEU-3 (amb / clear) | mean pairwise cosine distance |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for (name, figures, structure) in &rows {
+        match (figures, structure) {
+            (Some(f), _) => println!(
+                "| {name} | {} | {:.1} | {} | {} | {:.1} | {:.1} | {:.3} / {:.3} | {} |",
+                f.tasks,
+                f.execution_rate * 100.0,
+                f.non_empty,
+                f.structure.distinct_skeletons,
+                f.structure.join_share * 100.0,
+                f.structure.window_share * 100.0,
+                f.self_bleu3_amb,
+                f.self_bleu3_clear,
+                f.mean_pairwise_cosine_distance
+                    .map_or("-".to_string(), |d| format!("{d:.3}"))
+            ),
+            (None, Some(s)) => println!(
+                "| {name} (seeds) | {} | - | - | {} | {:.1} | {:.1} | - | - |",
+                s.queries,
+                s.distinct_skeletons,
+                s.join_share * 100.0,
+                s.window_share * 100.0
+            ),
+            (None, None) => {}
+        }
+    }
+    Ok(())
+}
+
 const LOG_FILE: &str = "episodes.jsonl";
 
 fn run_agent(args: InteractRunArgs) -> Result<()> {
@@ -325,6 +415,10 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
             .merge_ground_truth(truth)
             .with_context(|| format!("cannot merge ground truth from {}", truth.display()))?;
         eprintln!("ground truth: {merged:?}");
+    }
+    if let Some(dir) = &args.sqlite_dir {
+        let attached = set.use_sqlite_dir(dir);
+        eprintln!("{attached} databases taken from {}", dir.display());
     }
     let mut ids: Vec<String> = set
         .tasks()

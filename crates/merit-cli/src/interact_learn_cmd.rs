@@ -178,6 +178,10 @@ pub struct TrainSelectorArgs {
     /// Episode level: the tasks' database folder.
     #[arg(long, required_if_eq("level", "episode"))]
     db_root: Option<PathBuf>,
+    /// Episode level: databases missing beside their metafiles come from
+    /// `<DIR>/<db>/<db>.sqlite`.
+    #[arg(long)]
+    sqlite_dir: Option<PathBuf>,
     /// Episode level: the frozen memory folder the candidates come from (a run's `memory/`).
     #[arg(long, required_if_eq("level", "episode"))]
     memory_from: Option<PathBuf>,
@@ -520,8 +524,11 @@ pub fn train_selector(args: TrainSelectorArgs) -> Result<()> {
             else {
                 bail!("--tasks, --db-root and --memory-from are required at the episode level");
             };
-            let set = TaskSet::load(tasks, db_root)
+            let mut set = TaskSet::load(tasks, db_root)
                 .with_context(|| format!("cannot load the tasks of {}", tasks.display()))?;
+            if let Some(dir) = &args.sqlite_dir {
+                set.use_sqlite_dir(dir);
+            }
             let mut ids: Vec<String> = set
                 .tasks()
                 .iter()

@@ -137,6 +137,13 @@ impl DatabaseMeta {
         self.sqlite_file.as_deref()
     }
 
+    /// The same metafiles with the database file at `path` (for task sets that ship their
+    /// metafiles but take the databases from elsewhere, e.g. a Spider download).
+    pub fn with_sqlite_file(mut self, path: PathBuf) -> DatabaseMeta {
+        self.sqlite_file = Some(path);
+        self
+    }
+
     /// The knowledge base as one task's agent may see it: entries whose id the task deletes
     /// are gone.
     pub fn knowledge_view(&self, deleted: &BTreeSet<i64>) -> KnowledgeView<'_> {

@@ -324,6 +324,24 @@ impl TaskSet {
         &self.databases
     }
 
+    /// Gives every database without a file of its own the file `<dir>/<name>/<name>.sqlite`
+    /// (the Spider layout) when it exists; returns how many were attached. Committed task sets
+    /// carry only metafiles, so their databases come from the user's Spider copy.
+    pub fn use_sqlite_dir(&mut self, dir: &Path) -> usize {
+        let mut attached = 0;
+        for (name, meta) in self.databases.iter_mut() {
+            if meta.sqlite_file().is_some() {
+                continue;
+            }
+            let file = dir.join(name).join(format!("{name}.sqlite"));
+            if file.is_file() {
+                *meta = Arc::new(meta.as_ref().clone().with_sqlite_file(file));
+                attached += 1;
+            }
+        }
+        attached
+    }
+
     /// Merges a ground-truth file (JSONL keyed by `instance_id`) into the tasks. Every field
     /// present and non-empty in a ground-truth record replaces the task's: `sol_sql`,
     /// `test_cases`, `conditions`, `query`, `category`, `preprocess_sql`, `clean_up_sqls`,

@@ -443,6 +443,22 @@ fn generated_records_round_trip_through_taskset_and_pass_the_judge() {
     .unwrap();
     let result = env.step(ActionCall::submit(&first.sol_sql[0])).unwrap();
     assert!(env.outcome().phase1_passed, "{}", result.observation);
+
+    // Metafiles without the database copy (what a committed task set holds): the file comes
+    // from the Spider folder instead.
+    let bare = dir.path().join("bare");
+    write_spider_metafiles(&bare, &schema, &sqlite, false).expect("metafiles");
+    let mut set = TaskSet::load(&out, &bare).unwrap();
+    assert!(set
+        .database("concert_singer")
+        .unwrap()
+        .sqlite_file()
+        .is_none());
+    assert_eq!(set.use_sqlite_dir(&dir.path().join("nowhere")), 0);
+    assert_eq!(set.use_sqlite_dir(&spider().join("database")), 1);
+    let meta = set.database("concert_singer").unwrap();
+    assert_eq!(meta.sqlite_file(), Some(sqlite.as_path()));
+    assert!(merit_interact::sqlite_backend(meta).is_ok());
 }
 
 struct FixedEmbedder;
