@@ -63,6 +63,10 @@ pub struct InteractGenArgs {
     /// Write at most N new records in this invocation (a later one continues).
     #[arg(long)]
     limit: Option<usize>,
+    /// Use at most N seeds, taken one database at a time in turn (so the records come from
+    /// as many databases as possible); default: every seed in file order.
+    #[arg(long)]
+    seed_sample: Option<usize>,
     /// Also copy each database's SQLite file beside its metafiles.
     #[arg(long)]
     copy_databases: bool,
@@ -280,7 +284,10 @@ fn generate(args: InteractGenArgs) -> Result<()> {
     if args.llm_url.is_none() {
         reexec_with_passive_openmp();
     }
-    let seeds = gen::load_seeds(&args.seeds, &args.split)?;
+    let mut seeds = gen::load_seeds(&args.seeds, &args.split)?;
+    if let Some(count) = args.seed_sample {
+        seeds = gen::spread_over_databases(seeds, count);
+    }
     let schemas: std::collections::BTreeMap<String, merit_data::DatabaseSchema> =
         merit_data::load_tables(&args.tables)?
             .into_iter()

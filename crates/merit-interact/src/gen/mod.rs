@@ -35,7 +35,7 @@ pub use perturb::{perturb_seeds, PerturbConfig, PerturbKind, PerturbReport, Targ
 pub use record::{read_generated, write_spider_metafiles, GeneratedTask, GEN_RECORD_FORMAT};
 pub use request::{Draft, DraftAmbiguity, AMBIGUITY_TYPES, GEN_PROMPT_FAMILY};
 pub use run::{generate_tasks, GenConfig, GenReport, TargetOutcome};
-pub use seed::{load_seeds, Seed};
+pub use seed::{load_seeds, spread_over_databases, Seed};
 pub use stats::{compute_stats, self_bleu, GenStats, StructureStats};
 pub use verify::{verify, RejectReason};
 

@@ -47,3 +47,67 @@ pub fn load_seeds(path: &Path, split: &str) -> Result<Vec<Seed>, GenError> {
         }),
     }
 }
+
+/// At most `count` seeds spread over the databases: one seed of each database in turn
+/// (databases in name order, each database's seeds in file order), until `count` are taken or
+/// all are. Question files list one database's questions together, so taking the first seeds
+/// of a file would draw a split's tasks from a handful of databases; this order makes the
+/// first records of a generation run (and any prefix of it) come from as many as possible.
+pub fn spread_over_databases(seeds: Vec<Seed>, count: usize) -> Vec<Seed> {
+    let mut by_database: std::collections::BTreeMap<String, std::collections::VecDeque<Seed>> =
+        std::collections::BTreeMap::new();
+    for seed in seeds {
+        by_database
+            .entry(seed.db_id.clone())
+            .or_default()
+            .push_back(seed);
+    }
+    let mut out = Vec::with_capacity(count);
+    while out.len() < count {
+        let mut took = false;
+        for queue in by_database.values_mut() {
+            if out.len() == count {
+                break;
+            }
+            if let Some(seed) = queue.pop_front() {
+                out.push(seed);
+                took = true;
+            }
+        }
+        if !took {
+            break;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seed(id: &str, db: &str) -> Seed {
+        Seed {
+            seed_id: id.into(),
+            db_id: db.into(),
+            sql: "SELECT 1".into(),
+        }
+    }
+
+    #[test]
+    fn seeds_are_taken_round_robin_over_databases() {
+        let seeds = vec![
+            seed("t-0", "b"),
+            seed("t-1", "b"),
+            seed("t-2", "b"),
+            seed("t-3", "a"),
+            seed("t-4", "c"),
+        ];
+        let ids = |v: Vec<Seed>| v.into_iter().map(|s| s.seed_id).collect::<Vec<_>>();
+        assert_eq!(
+            ids(spread_over_databases(seeds.clone(), 4)),
+            ["t-3", "t-0", "t-4", "t-1"]
+        );
+        assert_eq!(ids(spread_over_databases(seeds.clone(), 99)).len(), 5);
+        assert!(spread_over_databases(seeds, 0).is_empty());
+    }
+}

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# The MERIT interact experiments on the embedded models (issues 6 and 7), end to end.
+#
+# Resumable by design: run it again after a kill and every step continues where it stopped
+# (generation appends and skips finished targets, runs skip logged episodes, annotation skips
+# judged pairs, training replays its model calls from the reply cache). Long: hours on two
+# cores; start it in the background:
+#
+#   setsid nohup scripts/interact-experiments.sh > runs/interact-experiments.log 2>&1 &
+#
+# Sizes and models are environment variables (defaults below). Results (Markdown, JSON, SVG)
+# go to docs/results/interact/, each next to the command that made it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+MERIT=${MERIT:-target/debug/merit}
+SPIDER=${SPIDER:-../shared/data/spider}
+GEN_MODEL=${GEN_MODEL:-qwen2.5-coder-1.5b-instruct}
+TRAIN_TASKS=${TRAIN_TASKS:-40}
+EVAL_TASKS=${EVAL_TASKS:-30}
+TRAIN_SEEDS=${TRAIN_SEEDS:-300}
+EVAL_SEEDS=${EVAL_SEEDS:-200}
+PRM_PAIRS=${PRM_PAIRS:-300}
+RUNS=${RUNS:-runs/interact}
+RESULTS=${RESULTS:-docs/results/interact}
+STOP_AFTER=${STOP_AFTER:-all}   # gen | baseline | memory | learn | all
+
+mkdir -p "$RUNS" "$RESULTS"
+step() { echo "== $(date -u +%FT%TZ) $*" >&2; }
+run() { echo "+ $*" >&2; "$@"; }
+lines() { if [ -f "$1" ]; then wc -l < "$1"; else echo 0; fi; }
+record() { # record FILE COMMAND...: run the command, keep its stdout and the command in FILE
+  local file=$1; shift
+  { echo '```bash'; echo "$*"; echo '```'; echo; } > "$file.tmp"
+  "$@" >> "$file.tmp"
+  mv "$file.tmp" "$file"
+}
+
+# 1. Task sets, SQL first, with the 1.5B model (the 0.5B drafts fail verification).
+generate() { # generate SPLIT SEEDS_FILE SEED_SAMPLE TARGET
+  local split=$1 seeds=$2 sample=$3 target=$4 out=data/interact-$1
+  while :; do
+    local have; have=$(lines "$out/tasks.jsonl")
+    [ "$have" -ge "$target" ] && break
+    run "$MERIT" interact gen --seeds "$seeds" --split "$split" --tables "$SPIDER/tables.json" \
+      --db-dir "$SPIDER/database" --out "$out" --model "$GEN_MODEL" \
+      --seed-sample "$sample" --limit $((target - have))
+    [ "$(lines "$out/tasks.jsonl")" -eq "$have" ] && { echo "targets exhausted at $have" >&2; break; }
+  done
+}
+step "task generation"
+generate train "$SPIDER/train.json" "$TRAIN_SEEDS" "$TRAIN_TASKS"
+generate dev "$SPIDER/dev.json" "$EVAL_SEEDS" "$EVAL_TASKS"
+record "$RESULTS/task-sets.md" "$MERIT" interact stats data/interact-train/tasks.jsonl \
+  data/interact-dev/tasks.jsonl --db-dir "$SPIDER/database" \
+  --seeds "$SPIDER/train.json" --seeds "$SPIDER/dev.json"
+[ "$STOP_AFTER" = gen ] && exit 0
+
+common=(--sqlite-dir "$SPIDER/database")
+train_set=(--tasks data/interact-train/tasks.jsonl --db-root data/interact-train "${common[@]}")
+eval_set=(--tasks data/interact-dev/tasks.jsonl --db-root data/interact-dev "${common[@]}")
+
+# 2. The no-memory baseline on the evaluation split (issue 6).
+step "baseline"
+run "$MERIT" interact run "${eval_set[@]}" --out "$RUNS/eval-none" > /dev/null
+record "$RESULTS/baseline.md" "$MERIT" interact report "$RUNS/eval-none"
+[ "$STOP_AFTER" = baseline ] && exit 0
+
+# 3. Memory: built online on the training split, then evaluated from it (frozen), with the
+#    ablations of Table 3 and the retention comparison of Table 7.
+step "memory runs"
+run "$MERIT" interact run "${train_set[@]}" --out "$RUNS/train-cosine" --memory cosine > /dev/null
+run "$MERIT" interact run "${train_set[@]}" --out "$RUNS/train-cosine-all" --memory cosine --all-outcomes > /dev/null
+from=(--memory-from "$RUNS/train-cosine/memory" --frozen-memory)
+run "$MERIT" interact run "${eval_set[@]}" --out "$RUNS/eval-bm25" --memory bm25 "${from[@]}" > /dev/null
+run "$MERIT" interact run "${eval_set[@]}" --out "$RUNS/eval-cosine" --memory cosine "${from[@]}" > /dev/null
+run "$MERIT" interact run "${eval_set[@]}" --out "$RUNS/eval-cosine-no-episode" --memory cosine --no-episode-memory "${from[@]}" > /dev/null
+run "$MERIT" interact run "${eval_set[@]}" --out "$RUNS/eval-cosine-no-turn" --memory cosine --no-turn-memory "${from[@]}" > /dev/null
+run "$MERIT" interact run "${eval_set[@]}" --out "$RUNS/eval-cosine-all" --memory cosine \
+  --memory-from "$RUNS/train-cosine-all/memory" --frozen-memory --all-outcomes > /dev/null
+[ "$STOP_AFTER" = memory ] && exit 0
+
+# 4. The process reward model and both learned selectors (issue 7).
+step "PRM and selectors"
+run "$MERIT" interact prm annotate --run "$RUNS/train-cosine" --out "$RUNS/prm/annotations.jsonl" \
+  --model "$GEN_MODEL" --limit "$PRM_PAIRS"
+record "$RESULTS/prm-agreement.md" "$MERIT" interact prm train \
+  --annotations "$RUNS/prm/annotations.jsonl" --out "$RUNS/prm"
+run "$MERIT" interact train-selector --level turn --run "$RUNS/train-cosine" \
+  --prm "$RUNS/prm/student.safetensors" --out "$RUNS/selectors" --updates 60 --batch 32
+run "$MERIT" interact train-selector --level episode "${train_set[@]}" \
+  --memory-from "$RUNS/train-cosine/memory" --out "$RUNS/selectors" --updates 8 --batch 8
+cp "$RUNS/selectors/"*-curve.svg "$RUNS/selectors/"*-curve.jsonl "$RESULTS/"
+run "$MERIT" interact run "${eval_set[@]}" --out "$RUNS/eval-learned" --memory learned \
+  --episode-selector "$RUNS/selectors/episode.safetensors" \
+  --turn-selector "$RUNS/selectors/turn.safetensors" "${from[@]}" > /dev/null
+
+step "report"
+record "$RESULTS/memory-vs-none.md" "$MERIT" interact report --baseline "$RUNS/eval-none" \
+  "$RUNS/eval-none" "$RUNS/eval-bm25" "$RUNS/eval-cosine" "$RUNS/eval-cosine-no-episode" \
+  "$RUNS/eval-cosine-no-turn" "$RUNS/eval-cosine-all" "$RUNS/eval-learned"
+step "done"
