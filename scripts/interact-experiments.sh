@@ -95,6 +95,10 @@ run "$MERIT" interact run "${eval_set[@]}" --out "$RUNS/eval-learned" --memory l
   --episode-selector "$RUNS/selectors/episode.safetensors" \
   --turn-selector "$RUNS/selectors/turn.safetensors" "${from[@]}" > /dev/null
 
+run "$MERIT" interact counterfactual --run "$RUNS/eval-cosine" --turn 2 "${eval_set[@]}" \
+  --memory-from "$RUNS/train-cosine/memory" --turn-selector "$RUNS/selectors/turn.safetensors" \
+  --out "$RESULTS/counterfactual.md" > /dev/null
+
 step "report"
 record "$RESULTS/memory-vs-none.md" "$MERIT" interact report --baseline "$RUNS/eval-none" \
   "$RUNS/eval-none" "$RUNS/eval-bm25" "$RUNS/eval-cosine" "$RUNS/eval-cosine-no-episode" \

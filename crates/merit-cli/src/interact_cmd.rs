@@ -40,6 +40,9 @@ pub enum InteractCommand {
     Prm(crate::interact_learn_cmd::PrmCommand),
     /// Train an episode- or turn-level selector with PPO (checkpoint + learning curve).
     TrainSelector(crate::interact_learn_cmd::TrainSelectorArgs),
+    /// Fork logged episodes at a frozen turn with no, BM25, cosine and learned turn memory
+    /// (next-action validity and final success).
+    Counterfactual(crate::interact_learn_cmd::CounterfactualArgs),
 }
 
 /// Arguments of `merit interact gen`.
@@ -253,6 +256,7 @@ pub fn run(command: InteractCommand) -> Result<()> {
         InteractCommand::Stats(args) => stats(args),
         InteractCommand::Prm(command) => crate::interact_learn_cmd::prm(command),
         InteractCommand::TrainSelector(args) => crate::interact_learn_cmd::train_selector(args),
+        InteractCommand::Counterfactual(args) => crate::interact_learn_cmd::counterfactual(args),
     }
 }
 

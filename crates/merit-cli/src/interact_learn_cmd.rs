@@ -625,3 +625,115 @@ pub fn train_selector(args: TrainSelectorArgs) -> Result<()> {
     );
     Ok(())
 }
+
+/// Arguments of `merit interact counterfactual`.
+#[derive(Debug, Args)]
+pub struct CounterfactualArgs {
+    /// The run whose logged episodes are forked.
+    #[arg(long)]
+    run: PathBuf,
+    /// The frozen turn t: replies before it are replayed, turn t is the first new one.
+    #[arg(long, default_value_t = 2)]
+    turn: usize,
+    /// The run's task file.
+    #[arg(long)]
+    tasks: PathBuf,
+    /// The tasks' database folder.
+    #[arg(long)]
+    db_root: PathBuf,
+    /// Databases missing beside their metafiles come from `<DIR>/<db>/<db>.sqlite`.
+    #[arg(long)]
+    sqlite_dir: Option<PathBuf>,
+    /// The frozen memory the selectors choose from.
+    #[arg(long)]
+    memory_from: PathBuf,
+    /// A turn-level checkpoint: adds the learned arm.
+    #[arg(long)]
+    turn_selector: Option<PathBuf>,
+    /// Markdown table written here (and printed); a JSON file of every fork beside it.
+    #[arg(long)]
+    out: PathBuf,
+    #[command(flatten)]
+    chat: ChatArgs,
+    #[command(flatten)]
+    embed: EmbedArgs,
+}
+
+/// Runs `counterfactual`.
+pub fn counterfactual(args: CounterfactualArgs) -> Result<()> {
+    use merit_interact::fork::{fork_episodes, summarise_forks, ForkArm, ForkSpec};
+    use merit_interact::memory::{Bm25Selector, CosineSelector};
+    let store = store(&args.embed)?;
+    let embedder = embedder(&args.embed, &store)?;
+    let mut set = TaskSet::load(&args.tasks, &args.db_root)
+        .with_context(|| format!("cannot load the tasks of {}", args.tasks.display()))?;
+    if let Some(dir) = &args.sqlite_dir {
+        set.use_sqlite_dir(dir);
+    }
+    let records = read_log(&args.run.join("episodes.jsonl"))?.records;
+    let memory = open_memory(&args.memory_from, embedder.as_ref())?;
+    let model = chat(&args.chat, &store)?;
+    let agent = ReactAgent::new(Arc::clone(&model), AgentConfig::default());
+    let learned = match &args.turn_selector {
+        Some(path) => Some(
+            merit_learn::selector::LearnedSelector::load(path, Level::Turn, embedder.dimension())
+                .with_context(|| format!("cannot load the selector {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let (bm25, cosine) = (Bm25Selector, CosineSelector::default());
+    let mut arms = vec![
+        ForkArm {
+            name: "none".into(),
+            selector: None,
+        },
+        ForkArm {
+            name: "bm25".into(),
+            selector: Some(&bm25),
+        },
+        ForkArm {
+            name: "cosine".into(),
+            selector: Some(&cosine),
+        },
+    ];
+    if let Some(learned) = &learned {
+        arms.push(ForkArm {
+            name: "learned".into(),
+            selector: Some(learned),
+        });
+    }
+    let spec = ForkSpec {
+        set: &set,
+        records: &records,
+        turn: args.turn,
+        memory: &memory,
+        embedder: embedder.as_ref(),
+        retrieval: RetrievalConfig::default(),
+        env: EnvConfig::default(),
+    };
+    let outcomes = fork_episodes(&spec, &agent, &arms, sqlite_backend, |_| {
+        ModelSimulator::new(Arc::clone(&model), ModelSimulatorConfig::default())
+    })?;
+    let names: Vec<String> = arms.iter().map(|a| a.name.clone()).collect();
+    let summary = summarise_forks(&outcomes, &names);
+    let mut table = format!(
+        "Forks at turn {} of {} logged episodes ({}).\n\n| turn memory | forks | valid next action % | success % | mean reward |\n|---|---:|---:|---:|---:|\n",
+        args.turn,
+        records.len(),
+        args.run.display()
+    );
+    for row in &summary {
+        table.push_str(&format!(
+            "| {} | {} | {:.1} | {:.1} | {:.3} |\n",
+            row.arm, row.forks, row.valid_next_action, row.success, row.mean_reward
+        ));
+    }
+    crate::files::write_atomically(&args.out, table.as_bytes())?;
+    crate::files::write_atomically(
+        &args.out.with_extension("json"),
+        serde_json::to_string_pretty(&serde_json::json!({"summary": summary, "forks": outcomes}))?
+            .as_bytes(),
+    )?;
+    print!("{table}");
+    Ok(())
+}

@@ -40,6 +40,7 @@ pub mod backend;
 pub mod budget;
 pub mod env;
 mod error;
+pub mod fork;
 pub mod gen;
 pub mod harness;
 mod json;

@@ -419,7 +419,37 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
         "{selectors_used:?}"
     );
 
-    // 6. The report compares the two runs.
+    // 6. The counterfactual at a frozen turn, with all four arms.
+    let forks = path("forks.md");
+    let table = merit(
+        &[
+            "interact",
+            "counterfactual",
+            "--run",
+            &eval,
+            "--turn",
+            "1",
+            "--tasks",
+            tasks_arg,
+            "--db-root",
+            root,
+            "--memory-from",
+            &format!("{train}/memory"),
+            "--turn-selector",
+            &format!("{selectors}/turn.safetensors"),
+            "--out",
+            &forks,
+        ],
+        &server,
+        &cache,
+        true,
+    );
+    for arm in ["| none | 6 |", "| bm25 | 6 |", "| cosine | 6 |", "| learned | 6 |"] {
+        assert!(table.contains(arm), "{table}");
+    }
+    assert!(dir.path().join("forks.json").is_file());
+
+    // 7. The report compares the two runs.
     let report = Command::new(env!("CARGO_BIN_EXE_merit"))
         .args(["interact", "report", "--baseline", &train, &train, &eval])
         .output()

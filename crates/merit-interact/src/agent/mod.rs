@@ -44,7 +44,9 @@ use crate::memory::Level;
 use crate::prompts;
 use crate::simulator::{SimulatorUsage, UserSimulator};
 use crate::task::PublicTask;
-use merit_core::model::{ChatMessage, ChatModel, ChatRequest, Decoding, ModelError, ToolCall};
+use merit_core::model::{
+    ChatMessage, ChatModel, ChatReply, ChatRequest, Decoding, ModelError, ToolCall,
+};
 use merit_sql::Dialect;
 use parse::{action_from_tool_call, parse_reply, tool_specs, ParseKind, ParsedReply};
 use serde::{Deserialize, Serialize};
@@ -311,6 +313,31 @@ impl ReactAgent {
         env: &mut Environment<B, S>,
         advisor: &mut dyn MemoryAdvisor,
     ) -> Result<EpisodeResult, AgentError> {
+        self.run_inner(env, advisor, &[])
+    }
+
+    /// Forks a logged episode (the counterfactual of paper 003, Table 4): the replies of
+    /// `prefix` (its first turns, as logged) are replayed without model calls and without
+    /// turn-level memories, so every fork reaches the same state; from the next turn on the
+    /// agent runs normally with `advisor`. The environment must be fresh for the same task.
+    /// The episode-level retrieval still happens once before the first turn (pass an advisor
+    /// with that level off to compare turn-level selectors alone). Replayed turns are in the
+    /// result's `turns` and trajectory but not in its model usage.
+    pub fn run_from_prefix<B: InteractBackend, S: UserSimulator>(
+        &self,
+        env: &mut Environment<B, S>,
+        advisor: &mut dyn MemoryAdvisor,
+        prefix: &[AgentTurn],
+    ) -> Result<EpisodeResult, AgentError> {
+        self.run_inner(env, advisor, prefix)
+    }
+
+    fn run_inner<B: InteractBackend, S: UserSimulator>(
+        &self,
+        env: &mut Environment<B, S>,
+        advisor: &mut dyn MemoryAdvisor,
+        prefix: &[AgentTurn],
+    ) -> Result<EpisodeResult, AgentError> {
         let mut injections = Vec::new();
         let mut with_memory = |message: &mut ChatMessage, injection: Option<Injection>| {
             if let Some(injection) = injection {
@@ -343,9 +370,12 @@ impl ReactAgent {
                 stop = AgentStop::EpisodeEnded;
                 break;
             }
-            let hint = advisor.before_turn(env.public_task(), env.steps())?;
-            if let Some(last) = messages.last_mut() {
-                with_memory(last, hint);
+            let replayed = prefix.get(turns.len());
+            if replayed.is_none() {
+                let hint = advisor.before_turn(env.public_task(), env.steps())?;
+                if let Some(last) = messages.last_mut() {
+                    with_memory(last, hint);
+                }
             }
             let request = ChatRequest {
                 messages: messages.clone(),
@@ -357,7 +387,18 @@ impl ReactAgent {
                 prompt_version: prompts::version("agent"),
                 tools: if native { tool_specs() } else { Vec::new() },
             };
-            let reply = match self.model.chat(&request) {
+            let answer = match replayed {
+                Some(turn) => Ok(ChatReply {
+                    text: turn.reply.clone(),
+                    prompt_tokens: 0,
+                    completion_tokens: 0,
+                    latency: std::time::Duration::ZERO,
+                    cached: false,
+                    tool_calls: turn.tool_call.iter().cloned().collect(),
+                }),
+                None => self.model.chat(&request),
+            };
+            let reply = match answer {
                 Ok(reply) => reply,
                 Err(ModelError::InvalidRequest(reason)) => {
                     stop = AgentStop::ModelRefused(reason);
@@ -377,7 +418,7 @@ impl ReactAgent {
                 }
                 Err(error) => return Err(AgentError::Model(error)),
             };
-            usage.calls += 1;
+            usage.calls += u64::from(replayed.is_none());
             usage.cached_calls += u64::from(reply.cached);
             usage.prompt_tokens += u64::from(reply.prompt_tokens);
             usage.completion_tokens += u64::from(reply.completion_tokens);

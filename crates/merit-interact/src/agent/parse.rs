@@ -108,6 +108,11 @@ fn canonical(name: &str) -> String {
     }
 }
 
+/// Whether `name` is one of the nine action names.
+pub fn is_known_name(name: &str) -> bool {
+    is_known(name)
+}
+
 fn is_known(name: &str) -> bool {
     ENVIRONMENT_ACTIONS.contains(&name) || USER_ACTIONS.contains(&name)
 }

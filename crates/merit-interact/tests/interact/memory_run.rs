@@ -229,3 +229,100 @@ fn a_frozen_memory_is_read_but_not_extended() {
         .iter()
         .all(|r| !r.prompt_version.contains("insight")));
 }
+
+#[test]
+fn forks_at_a_frozen_turn_share_the_prefix_and_differ_by_their_memory() {
+    use merit_interact::fork::{fork_episodes, summarise_forks, ForkArm, ForkSpec};
+    use merit_interact::memory::{InteractMemory, RetrievalConfig};
+    let (dir, set, ids) = tasks();
+    // A memory from three solved episodes (one turn each).
+    run(&set, &ids, dir.path(), None, true, model());
+    let (memory, _) = InteractMemory::open(
+        &dir.path().join("memory"),
+        &WordEmbedder,
+        MemoryConfig::default(),
+    )
+    .unwrap();
+    // A logged episode to fork: schema first, then a submission that is right only when a
+    // memory hint is in the prompt.
+    let wrong = "Thought: guess.\nAction: submit('SELECT COUNT(*) FROM observatories')";
+    let forking = ScriptedModel::new("forker", move |request, _| {
+        let last = request
+            .messages
+            .last()
+            .map(|m| m.content.clone())
+            .unwrap_or_default();
+        Ok(if request.messages.len() <= 2 {
+            "Thought: look first.\nAction: get_schema()".to_string()
+        } else if last.contains("Memory hint") {
+            SOLVE.to_string()
+        } else {
+            wrong.to_string()
+        })
+    });
+    let log_dir = dir.path().join("logged");
+    let spec = RunSpec {
+        set: &set,
+        instance_ids: &ids[..1],
+        log: &log_dir.join("episodes.jsonl"),
+        env: EnvConfig::default(),
+        simulator_model: None,
+    };
+    let agent = ReactAgent::new(
+        forking.clone() as Arc<dyn ChatModel>,
+        AgentConfig::default(),
+    );
+    merit_interact::run_tasks(
+        &spec,
+        &agent,
+        sqlite_backend,
+        |_| ScriptedSimulator::default(),
+        |_| {},
+    )
+    .unwrap();
+    let records = read_log(&log_dir.join("episodes.jsonl")).unwrap().records;
+    assert!(records[0].turns.len() >= 2);
+    assert!(!records[0].trajectory.outcome.phase1_passed);
+
+    let calls_before = forking.seen().len();
+    let cosine = CosineSelector::default();
+    let arms = [
+        ForkArm {
+            name: "none".into(),
+            selector: None,
+        },
+        ForkArm {
+            name: "cosine".into(),
+            selector: Some(&cosine),
+        },
+    ];
+    let fork_spec = ForkSpec {
+        set: &set,
+        records: &records,
+        turn: 2,
+        memory: &memory,
+        embedder: &WordEmbedder,
+        retrieval: RetrievalConfig::default(),
+        env: EnvConfig::default(),
+    };
+    let outcomes = fork_episodes(&fork_spec, &agent, &arms, sqlite_backend, |_| {
+        ScriptedSimulator::default()
+    })
+    .unwrap();
+    let names: Vec<String> = arms.iter().map(|a| a.name.clone()).collect();
+    let summary = summarise_forks(&outcomes, &names);
+    assert_eq!(summary[0].forks, 1);
+    assert_eq!(
+        (summary[0].valid_next_action, summary[0].success),
+        (0.0, 0.0)
+    );
+    assert_eq!(
+        (summary[1].valid_next_action, summary[1].success),
+        (100.0, 100.0)
+    );
+    // The replayed first turn asked no model; the first new request of each fork already
+    // holds the schema observation of the shared prefix.
+    let new_requests = &forking.seen()[calls_before..];
+    assert!(new_requests.iter().all(|r| r.messages.len() >= 4));
+    assert!(new_requests[0].messages[2].content.contains("get_schema()"));
+}

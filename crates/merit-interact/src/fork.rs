@@ -1,0 +1,174 @@
+//! The counterfactual at a frozen turn (paper 003, Table 4): logged episodes are forked at
+//! turn t, each fork replaying the same first t − 1 replies (so all reach the same state) and
+//! then continuing with a different turn-level memory: none, or a selector's choice from the
+//! same frozen memory. Each fork reports whether its next action (turn t) was valid and
+//! whether the episode finally succeeded.
+//!
+//! Episode-level memory is off in every arm, so the arms differ only in the turn level. A
+//! next action is *valid* when it is a known action that did what it was for
+//! ([`crate::memory::turn::step_polarity`] is positive: no SQL error, no unknown action, no
+//! unanswered question, no failed submission).
+
+use crate::agent::{AgentError, NoMemory, ReactAgent};
+use crate::backend::InteractBackend;
+use crate::env::{EnvConfig, Environment};
+use crate::error::InteractError;
+use crate::memory::turn::step_polarity;
+use crate::memory::{
+    AdvisorConfig, InteractMemory, Polarity, RetrievalAdvisor, RetrievalConfig, Selector, StreamPos,
+};
+use crate::meta::DatabaseMeta;
+use crate::runlog::EpisodeRecord;
+use crate::simulator::UserSimulator;
+use crate::task::{Task, TaskSet};
+use merit_core::model::Embedder;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// One arm of the counterfactual: its name and turn-level selector (`None`: no memory).
+pub struct ForkArm<'a> {
+    /// Shown in the table.
+    pub name: String,
+    /// The turn-level selector; `None` runs the fork without memory.
+    pub selector: Option<&'a dyn Selector>,
+}
+
+/// What to fork.
+pub struct ForkSpec<'a> {
+    /// The tasks of the logged episodes.
+    pub set: &'a TaskSet,
+    /// The logged episodes; those with fewer than `turn` turns are skipped.
+    pub records: &'a [EpisodeRecord],
+    /// The frozen turn t (1-based): replies 1..t−1 are replayed, turn t is the first new one.
+    pub turn: usize,
+    /// The frozen memory the selectors choose from.
+    pub memory: &'a InteractMemory,
+    /// Embeds the states.
+    pub embedder: &'a dyn Embedder,
+    /// Stage sizes.
+    pub retrieval: RetrievalConfig,
+    /// Environment settings (those of the logged run).
+    pub env: EnvConfig,
+}
+
+/// One fork's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ForkOutcome {
+    /// The task.
+    pub instance_id: String,
+    /// The arm.
+    pub arm: String,
+    /// Whether turn t's action was valid (see the module docs); false when the episode
+    /// ended before it.
+    pub next_action_valid: bool,
+    /// Whether phase 1 was passed in the end.
+    pub phase1_passed: bool,
+    /// The final reward.
+    pub reward: f64,
+}
+
+/// An arm's totals.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ForkSummary {
+    /// The arm.
+    pub arm: String,
+    /// Forks run.
+    pub forks: usize,
+    /// Share of forks whose next action was valid, in percent.
+    pub valid_next_action: f64,
+    /// Share of forks that passed phase 1, in percent.
+    pub success: f64,
+    /// Mean reward.
+    pub mean_reward: f64,
+}
+
+/// Forks every logged episode with at least `spec.turn` turns once per arm (see the module
+/// docs). `make_backend` opens a fresh database per fork; `make_simulator` builds the
+/// simulator (a cached model simulator repeats the logged answers for the replayed turns).
+pub fn fork_episodes<B, S>(
+    spec: &ForkSpec<'_>,
+    agent: &ReactAgent,
+    arms: &[ForkArm<'_>],
+    mut make_backend: impl FnMut(&DatabaseMeta) -> Result<B, InteractError>,
+    mut make_simulator: impl FnMut(&Task) -> S,
+) -> Result<Vec<ForkOutcome>, AgentError>
+where
+    B: InteractBackend,
+    S: UserSimulator,
+{
+    let turn = spec.turn.max(1);
+    let position = StreamPos(spec.memory.last_committed().map_or(0, |p| p.0 + 1));
+    let mut outcomes = Vec::new();
+    for record in spec.records {
+        if record.turns.len() < turn {
+            continue;
+        }
+        let (Some(task), Some(meta)) = (
+            spec.set.get(&record.instance_id),
+            spec.set
+                .get(&record.instance_id)
+                .and_then(|t| spec.set.database(t.database())),
+        ) else {
+            continue;
+        };
+        let prefix = &record.turns[..turn - 1];
+        for arm in arms {
+            let mut env = Environment::new(
+                task,
+                Arc::clone(meta),
+                make_backend(meta)?,
+                make_simulator(task),
+                spec.env.clone(),
+            )?;
+            let result = match arm.selector {
+                None => agent.run_from_prefix(&mut env, &mut NoMemory, prefix)?,
+                Some(selector) => {
+                    let mut advisor = RetrievalAdvisor::new(
+                        spec.memory,
+                        spec.embedder,
+                        selector,
+                        selector,
+                        AdvisorConfig {
+                            episode_level: false,
+                            turn_level: true,
+                            episode_retrieval: spec.retrieval,
+                            turn_retrieval: spec.retrieval,
+                        },
+                        position,
+                    );
+                    agent.run_from_prefix(&mut env, &mut advisor, prefix)?
+                }
+            };
+            let next = result.trajectory.steps.get(turn - 1);
+            outcomes.push(ForkOutcome {
+                instance_id: record.instance_id.clone(),
+                arm: arm.name.clone(),
+                next_action_valid: next.is_some_and(|step| {
+                    crate::agent::parse::is_known_name(&step.action.name)
+                        && step_polarity(step) == Polarity::Positive
+                }),
+                phase1_passed: result.trajectory.outcome.phase1_passed,
+                reward: result.trajectory.outcome.reward,
+            });
+        }
+    }
+    Ok(outcomes)
+}
+
+/// Totals per arm, in the order of `arms`.
+pub fn summarise_forks(outcomes: &[ForkOutcome], arms: &[String]) -> Vec<ForkSummary> {
+    arms.iter()
+        .map(|arm| {
+            let mine: Vec<&ForkOutcome> = outcomes.iter().filter(|o| &o.arm == arm).collect();
+            let n = mine.len().max(1) as f64;
+            ForkSummary {
+                arm: arm.clone(),
+                forks: mine.len(),
+                valid_next_action: mine.iter().filter(|o| o.next_action_valid).count() as f64 / n
+                    * 100.0,
+                success: mine.iter().filter(|o| o.phase1_passed).count() as f64 / n * 100.0,
+                mean_reward: mine.iter().map(|o| o.reward).sum::<f64>() / n,
+            }
+        })
+        .collect()
+}
