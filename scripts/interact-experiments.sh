@@ -95,7 +95,8 @@ run "$MERIT" interact run "${eval_set[@]}" --out "$RUNS/eval-learned" --memory l
   --episode-selector "$RUNS/selectors/episode.safetensors" \
   --turn-selector "$RUNS/selectors/turn.safetensors" "${from[@]}" > /dev/null
 
-run "$MERIT" interact counterfactual --run "$RUNS/eval-cosine" --turn 2 "${eval_set[@]}" \
+# Turn 3, not the paper's 7: the small model's episodes are short.
+run "$MERIT" interact counterfactual --run "$RUNS/eval-cosine" --turn 3 "${eval_set[@]}" \
   --memory-from "$RUNS/train-cosine/memory" --turn-selector "$RUNS/selectors/turn.safetensors" \
   --out "$RESULTS/counterfactual.md" > /dev/null
 

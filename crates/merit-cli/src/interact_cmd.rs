@@ -636,6 +636,10 @@ struct InteractSummary {
     management_tasks: usize,
     phase1_success: f64,
     phase2_success: f64,
+    /// Phase 1 / phase 2 success over Query (read-only) tasks, in percent.
+    query_success: (f64, f64),
+    /// Phase 1 / phase 2 success over Management (write) tasks, in percent.
+    management_success: (f64, f64),
     mean_reward: f64,
     mean_turns: f64,
     agent_calls: u64,
@@ -677,6 +681,8 @@ fn summarise_one(dir: &Path) -> Result<InteractSummary> {
             .iter()
             .filter(|r| r.category == Category::Management)
             .count(),
+        query_success: category_success(&records, Category::Query),
+        management_success: category_success(&records, Category::Management),
         phase1_success: share(
             records
                 .iter()
@@ -722,6 +728,17 @@ fn summarise_one(dir: &Path) -> Result<InteractSummary> {
             .map(|u| u.insight_calls)
             .sum(),
     })
+}
+
+/// Phase 1 and phase 2 success (percent) over the records of one category (0 when none).
+fn category_success(records: &[EpisodeRecord], category: Category) -> (f64, f64) {
+    let mine: Vec<&EpisodeRecord> = records.iter().filter(|r| r.category == category).collect();
+    let n = mine.len().max(1) as f64;
+    let count = |pick: fn(&EpisodeRecord) -> bool| mine.iter().filter(|r| pick(r)).count() as f64;
+    (
+        count(|r| r.trajectory.outcome.phase1_passed) / n * 100.0,
+        count(|r| r.trajectory.outcome.phase2_passed) / n * 100.0,
+    )
 }
 
 /// One run against the baseline on their common tasks.
@@ -819,18 +836,22 @@ fn render_comparisons(comparisons: &[PairedComparison]) -> String {
 
 fn render(summaries: &[InteractSummary]) -> String {
     let mut out = String::from(
-        "| run | tasks (Q/M) | phase 1 % | phase 2 % | reward | turns | agent calls | simulator calls | tokens (prompt/output) | retrievals | episodes with memory % |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| run | tasks (Q/M) | phase 1 % | phase 2 % | Q: P1 / P2 % | M: P1 / P2 % | reward | turns | agent calls | simulator calls | tokens (prompt/output) | retrievals | episodes with memory % |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for s in summaries {
         out.push_str(&format!(
-            "| {} | {} ({}/{}) | {:.1} | {:.1} | {:.3} | {:.1} | {} | {} | {}/{} | {} | {:.1} |\n",
+            "| {} | {} ({}/{}) | {:.1} | {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {:.3} | {:.1} | {} | {} | {}/{} | {} | {:.1} |\n",
             s.run,
             s.tasks,
             s.query_tasks,
             s.management_tasks,
             s.phase1_success,
             s.phase2_success,
+            s.query_success.0,
+            s.query_success.1,
+            s.management_success.0,
+            s.management_success.1,
             s.mean_reward,
             s.mean_turns,
             s.agent_calls,

@@ -632,8 +632,9 @@ pub struct CounterfactualArgs {
     /// The run whose logged episodes are forked.
     #[arg(long)]
     run: PathBuf,
-    /// The frozen turn t: replies before it are replayed, turn t is the first new one.
-    #[arg(long, default_value_t = 2)]
+    /// The frozen turn t: replies before it are replayed, turn t is the first new one (the
+    /// paper's Table 4 freezes turn 7; episodes shorter than t are skipped).
+    #[arg(long, default_value_t = 7)]
     turn: usize,
     /// The run's task file.
     #[arg(long)]
