@@ -74,6 +74,8 @@ run "$MERIT" interact run "${train_set[@]}" --out "$RUNS/train-cosine-all" --mem
 from=(--memory-from "$RUNS/train-cosine/memory" --frozen-memory)
 run "$MERIT" interact run "${eval_set[@]}" --out "$RUNS/eval-bm25" --memory bm25 "${from[@]}" > /dev/null
 run "$MERIT" interact run "${eval_set[@]}" --out "$RUNS/eval-cosine" --memory cosine "${from[@]}" > /dev/null
+run "$MERIT" interact run "${eval_set[@]}" --out "$RUNS/eval-memrl" --memory memrl "${from[@]}" > /dev/null
+run "$MERIT" interact run "${eval_set[@]}" --out "$RUNS/eval-memento" --memory memento "${from[@]}" > /dev/null
 run "$MERIT" interact run "${eval_set[@]}" --out "$RUNS/eval-cosine-no-episode" --memory cosine --no-episode-memory "${from[@]}" > /dev/null
 run "$MERIT" interact run "${eval_set[@]}" --out "$RUNS/eval-cosine-no-turn" --memory cosine --no-turn-memory "${from[@]}" > /dev/null
 run "$MERIT" interact run "${eval_set[@]}" --out "$RUNS/eval-cosine-all" --memory cosine \
@@ -102,6 +104,7 @@ run "$MERIT" interact counterfactual --run "$RUNS/eval-cosine" --turn 3 "${eval_
 
 step "report"
 record "$RESULTS/memory-vs-none.md" "$MERIT" interact report --baseline "$RUNS/eval-none" \
-  "$RUNS/eval-none" "$RUNS/eval-bm25" "$RUNS/eval-cosine" "$RUNS/eval-cosine-no-episode" \
+  "$RUNS/eval-none" "$RUNS/eval-bm25" "$RUNS/eval-cosine" "$RUNS/eval-memrl" "$RUNS/eval-memento" \
+  "$RUNS/eval-cosine-no-episode" \
   "$RUNS/eval-cosine-no-turn" "$RUNS/eval-cosine-all" "$RUNS/eval-learned"
 step "done"

@@ -10,7 +10,8 @@ use merit_core::model::{ChatModel, Embedder};
 use merit_interact::agent::{AgentConfig, ReactAgent, ToolCallMode};
 use merit_interact::memory::{
     AdvisorConfig, Bm25Selector, CosineSelector, InsightConfig, InsightExtractor, Level,
-    MemoryConfig, ModelSelector, Retention, RetrievalConfig, Selector,
+    MemRlSelector, MementoSelector, MemoryConfig, ModelSelector, OnlineSelector, Retention,
+    RetrievalConfig, Selector,
 };
 use merit_interact::runlog::{
     read_log, run_tasks, run_tasks_with_memory, EpisodeRecord, MemoryRun, RunSpec,
@@ -175,6 +176,10 @@ enum SelectorKind {
     Model,
     /// PPO-trained checkpoints (`--episode-selector`, `--turn-selector`).
     Learned,
+    /// MemRL-style baseline: Q-values of memories learned online from episode rewards.
+    Memrl,
+    /// Memento-style baseline: a linear case-selection score learned online.
+    Memento,
 }
 
 /// Long-term memory options of `merit interact run`.
@@ -484,7 +489,22 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
     };
     let bar = crate::files::progress_bar(ids.len(), "interact");
     let mut passed = 0usize;
+    // The online baselines learn from every finished episode; a resumed run first replays
+    // what its log holds, so their state is the one an uninterrupted run would have.
+    let online: Option<Arc<dyn OnlineSelector>> = match args.memory.memory {
+        Some(SelectorKind::Memrl) => Some(Arc::new(MemRlSelector::default())),
+        Some(SelectorKind::Memento) => Some(Arc::new(MementoSelector::default())),
+        _ => None,
+    };
+    if let Some(online) = &online {
+        for record in read_log(&log)?.records {
+            online.learn(&record.injections, record.trajectory.outcome.reward);
+        }
+    }
     let on_episode = |record: &EpisodeRecord| {
+        if let Some(online) = &online {
+            online.learn(&record.injections, record.trajectory.outcome.reward);
+        }
         passed += usize::from(record.trajectory.outcome.phase1_passed);
         bar.inc(1);
         bar.set_message(format!("interact: phase 1 passed {passed}"));
@@ -506,24 +526,28 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
                 };
             let embedder: Arc<dyn Embedder> =
                 Arc::new(CachedEmbedder::from_arc(embedder, Arc::clone(&store)));
-            let selector_for = |level: Level| -> Result<Box<dyn Selector>> {
+            let selector_for = |level: Level| -> Result<Arc<dyn Selector>> {
                 Ok(match kind {
-                    SelectorKind::Bm25 => Box::new(Bm25Selector),
-                    SelectorKind::Cosine => Box::new(CosineSelector::default()),
-                    SelectorKind::Model => Box::new(ModelSelector::new(Arc::clone(&model), 64)),
+                    SelectorKind::Bm25 => Arc::new(Bm25Selector),
+                    SelectorKind::Cosine => Arc::new(CosineSelector::default()),
+                    SelectorKind::Model => Arc::new(ModelSelector::new(Arc::clone(&model), 64)),
+                    SelectorKind::Memrl | SelectorKind::Memento => match &online {
+                        Some(online) => Arc::clone(online) as Arc<dyn Selector>,
+                        None => bail!("an online selector was not built"),
+                    },
                     SelectorKind::Learned => {
                         let path = match level {
                             Level::Episode => &memory_args.episode_selector,
                             Level::Turn => &memory_args.turn_selector,
                         };
                         match path {
-                            Some(path) => Box::new(
+                            Some(path) => Arc::new(
                                 LearnedSelector::load(path, level, embedder.dimension())
                                     .with_context(|| {
                                         format!("cannot load the selector {}", path.display())
                                     })?,
                             ),
-                            None => Box::new(CosineSelector::default()),
+                            None => Arc::new(CosineSelector::default()),
                         }
                     }
                 })

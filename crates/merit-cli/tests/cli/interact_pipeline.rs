@@ -419,6 +419,36 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
         "{selectors_used:?}"
     );
 
+    // The online baselines learn during the run (and replay their log on a rerun).
+    for baseline in ["memrl", "memento"] {
+        let out = path(baseline);
+        for _ in 0..2 {
+            merit(
+                &[
+                    "interact",
+                    "run",
+                    "--tasks",
+                    tasks_arg,
+                    "--db-root",
+                    root,
+                    "--out",
+                    &out,
+                    "--memory",
+                    baseline,
+                    "--memory-from",
+                    &format!("{train}/memory"),
+                    "--frozen-memory",
+                ],
+                &server,
+                &cache,
+                true,
+            );
+        }
+        let logged = lines(&dir.path().join(baseline).join("episodes.jsonl"));
+        assert_eq!(logged.len(), 6);
+        assert!(logged.iter().all(|r| r["injections"][0]["selector"] == baseline));
+    }
+
     // 6. The counterfactual at a frozen turn, with all four arms.
     let forks = path("forks.md");
     let table = merit(
@@ -444,7 +474,12 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
         &cache,
         true,
     );
-    for arm in ["| none | 6 |", "| bm25 | 6 |", "| cosine | 6 |", "| learned | 6 |"] {
+    for arm in [
+        "| none | 6 |",
+        "| bm25 | 6 |",
+        "| cosine | 6 |",
+        "| learned | 6 |",
+    ] {
         assert!(table.contains(arm), "{table}");
     }
     assert!(dir.path().join("forks.json").is_file());

@@ -151,6 +151,10 @@ pub struct InjectionRecord {
     pub candidates: Vec<u64>,
     /// Memory ids the selector injected, in its order (empty: none).
     pub chosen: Vec<u64>,
+    /// The retrieval features of the injected memories, in the same order (what the online
+    /// selectors learn from when a run is replayed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chosen_features: Vec<crate::memory::CandidateFeatures>,
     /// The selector's name.
     pub selector: String,
     /// The selector's remark, e.g. why a model's reply was unusable.

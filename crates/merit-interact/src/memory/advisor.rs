@@ -102,6 +102,7 @@ fn record_of<R: MemoryRecord>(
         turn,
         candidates: found.candidates.iter().map(|c| c.entry.id()).collect(),
         chosen: found.injected().map(|c| c.entry.id()).collect(),
+        chosen_features: found.injected().map(|c| c.features).collect(),
         selector: found.selector.clone(),
         note: found.note.clone(),
     }

@@ -42,6 +42,7 @@
 pub mod advisor;
 pub mod episode;
 pub mod insight;
+pub mod online;
 pub mod retrieve;
 pub mod select;
 pub mod store;
@@ -50,6 +51,7 @@ pub mod turn;
 pub use advisor::{AdvisorConfig, RetrievalAdvisor};
 pub use episode::{EpisodeMemory, EpisodeQuery, EpisodeStep};
 pub use insight::{InfoGap, Insight, InsightConfig, InsightExtractor, InsightOutcome};
+pub use online::{MemRlSelector, MementoSelector, OnlineSelector};
 pub use retrieve::{
     retrieve, retrieve_with_vector, Candidate, CandidateFeatures, MemoryQuery, RetrievalConfig,
     RetrievalError, Retrieved,

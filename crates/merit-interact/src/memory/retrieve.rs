@@ -268,6 +268,7 @@ pub fn retrieve_with_vector<'b, R: MemoryRecord>(
     let shown: Vec<SelectorCandidate<'_>> = candidates
         .iter()
         .map(|c| SelectorCandidate {
+            id: c.entry.id(),
             summary: c.entry.summary(),
             embedding: c.embedding,
             features: c.features,

@@ -33,7 +33,7 @@ pub const MEMORY_SELECT_EPISODE: &str = include_str!("../../prompts/memory_selec
 pub const MEMORY_SELECT_TURN: &str = include_str!("../../prompts/memory_select_turn.txt");
 
 /// Which memory level a retrieval is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Level {
     /// Before an episode: whole earlier attempts.
@@ -45,6 +45,8 @@ pub enum Level {
 /// One candidate as a selector sees it.
 #[derive(Debug, Clone)]
 pub struct SelectorCandidate<'a> {
+    /// The memory's id in its bank (stable across runs that rebuild the same bank).
+    pub id: u64,
     /// The compact summary of the memory (what a prompted selector reads).
     pub summary: String,
     /// The memory's unit key vector.

@@ -226,6 +226,7 @@ fn decisions(selector: &dyn Selector, cases: &[Case]) -> Vec<Vec<usize>> {
                 .candidates
                 .iter()
                 .map(|x| SelectorCandidate {
+                    id: 0,
                     summary: String::new(),
                     embedding: &x.embedding,
                     features: x.features,
@@ -423,6 +424,7 @@ fn bad_inputs_are_errors_not_panics() {
         .candidates
         .iter()
         .map(|x| SelectorCandidate {
+            id: 0,
             summary: String::new(),
             embedding: &x.embedding,
             features: x.features,
