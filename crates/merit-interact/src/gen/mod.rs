@@ -23,6 +23,7 @@
 pub mod perturb;
 pub mod record;
 pub mod request;
+pub mod revise;
 pub mod run;
 pub mod seed;
 pub mod sqlast;

@@ -3,6 +3,7 @@
 use super::perturb::Target;
 use super::record::{existing, AppendFile, GeneratedTask, RejectionLine, GEN_RECORD_FORMAT};
 use super::request::{write_request, RequestConfig};
+use super::revise::revise_request;
 use super::verify::{verify, RejectReason};
 use super::GenError;
 use merit_core::model::ChatModel;
@@ -12,13 +13,26 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Settings of [`generate_tasks`].
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GenConfig {
     /// Model call settings.
     pub request: RequestConfig,
     /// Stop after this many new records in this run (`None`: all targets). Lets a background
     /// job produce a split in slices.
     pub max_new_records: Option<usize>,
+    /// Give a well-formed draft that fails verification one revision with its faults named
+    /// (see [`super::revise`]).
+    pub revise: bool,
+}
+
+impl Default for GenConfig {
+    fn default() -> GenConfig {
+        GenConfig {
+            request: RequestConfig::default(),
+            max_new_records: None,
+            revise: true,
+        }
+    }
 }
 
 /// What happened to one target in this run.
@@ -56,6 +70,8 @@ pub struct GenReport {
     pub model_calls: u64,
     /// Calls that were retries after a malformed reply.
     pub retries: u64,
+    /// Drafts that failed verification and were sent back once for revision.
+    pub revisions: u64,
     /// Prompt tokens of this run.
     pub prompt_tokens: u64,
     /// Completion tokens of this run.
@@ -138,10 +154,31 @@ pub fn generate_tasks(
         report.retries += u64::from(outcome.calls.saturating_sub(1));
         report.prompt_tokens += outcome.prompt_tokens;
         report.completion_tokens += outcome.completion_tokens;
-        let (reasons, detail) = match &outcome.draft {
+        let (mut reasons, mut detail) = match &outcome.draft {
             Ok(draft) => (verify(draft, &target.sql, schema), None),
             Err(error) => (vec![RejectReason::Malformed], Some(error.clone())),
         };
+        let mut outcome = outcome;
+        // A well-formed draft that fails verification gets one revision with its faults named.
+        if let (Ok(draft), false, true) = (&outcome.draft, reasons.is_empty(), config.revise) {
+            let revised = revise_request(model, target, schema, &config.request, draft, &reasons)
+                .map_err(|source| GenError::Model {
+                target_id: target.target_id.clone(),
+                source,
+            })?;
+            report.model_calls += u64::from(revised.calls);
+            report.revisions += 1;
+            report.prompt_tokens += revised.prompt_tokens;
+            report.completion_tokens += revised.completion_tokens;
+            match &revised.draft {
+                Ok(second) => {
+                    reasons = verify(second, &target.sql, schema);
+                    detail = None;
+                    outcome = revised;
+                }
+                Err(error) => detail = Some(format!("the revision was malformed: {error}")),
+            }
+        }
         if let (Ok(draft), true) = (&outcome.draft, reasons.is_empty()) {
             out.append(&GeneratedTask::new(target, draft, &model_id))?;
             report.written += 1;

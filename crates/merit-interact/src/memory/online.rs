@@ -251,7 +251,11 @@ mod tests {
             memrl.learn(&[injected(10, features(1, 0.9, true))], 0.0);
         }
         assert!(memrl.value(Level::Episode, 10) < 0.5);
-        assert_eq!(memrl.value(Level::Episode, 20), 1.0, "untried keeps its optimism");
+        assert_eq!(
+            memrl.value(Level::Episode, 20),
+            1.0,
+            "untried keeps its optimism"
+        );
         assert_eq!(choose(&memrl), [1]);
         // The turn level keeps its own values.
         assert_eq!(memrl.value(Level::Turn, 10), 1.0);
@@ -274,6 +278,9 @@ mod tests {
             declining.learn(&[injected(20, features(2, 0.6, false))], -0.5);
         }
         assert!(choose(&declining).is_empty());
-        assert_ne!(declining.weights(Level::Episode), MementoSelector::initial());
+        assert_ne!(
+            declining.weights(Level::Episode),
+            MementoSelector::initial()
+        );
     }
 }

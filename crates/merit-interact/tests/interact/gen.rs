@@ -262,9 +262,11 @@ fn generation_writes_records_logs_rejections_retries_and_resumes() {
     let leaky_id = targets[2].target_id.clone();
     let malformed_first = targets[0].target_id.clone();
     let forever_bad = targets[4].target_id.clone();
+    let fixable = targets[5].target_id.clone();
     let model = ScriptedModel::new("scripted", {
         let targets = targets.to_vec();
         let leaky_id = leaky_id.clone();
+        let fixable = fixable.clone();
         move |req, _| {
             let text = request_text(req);
             let target = targets
@@ -282,6 +284,12 @@ fn generation_writes_records_logs_rejections_retries_and_resumes() {
                 return Ok(
                     reply_for(req).replace("the standard way", "the standard way by Singer_ID")
                 );
+            }
+            if target.target_id == fixable && !req.prompt_version.ends_with("/revise") {
+                // Well formed, but only one blurred detail: sent back once, then fixed.
+                let mut draft: serde_json::Value = serde_json::from_str(&reply_for(req)).unwrap();
+                draft["ambiguities"].as_array_mut().unwrap().pop();
+                return Ok(draft.to_string());
             }
             Ok(reply_for(req))
         }
@@ -301,9 +309,28 @@ fn generation_writes_records_logs_rejections_retries_and_resumes() {
     assert_eq!(report.written, 4, "{report:?}");
     assert_eq!(report.rejected.get("identifier_leak"), Some(&1));
     assert_eq!(report.rejected.get("malformed"), Some(&1));
-    assert_eq!(report.model_calls, 8); // 6 first calls + 2 retries
+    // 6 first calls + 2 retries of malformed replies + 2 revisions (the leaky draft, still
+    // leaky afterwards, and the fixable one).
+    assert_eq!(report.model_calls, 10);
     assert_eq!(report.retries, 2);
+    assert_eq!(report.revisions, 2);
     assert_eq!(seen.len(), 6);
+    let revisions: Vec<String> = model
+        .seen()
+        .iter()
+        .filter(|r| r.prompt_version == "merit-interact-gen-v1/revise")
+        .map(|r| r.messages.last().unwrap().content.clone())
+        .collect();
+    assert!(
+        revisions.iter().any(|m| m.contains("\"Singer_ID\"")),
+        "{revisions:?}"
+    );
+    assert!(
+        revisions
+            .iter()
+            .any(|m| m.contains("\"ambiguities\" has 1 entries")),
+        "{revisions:?}"
+    );
 
     // Every request is greedy, versioned, and the retry carries the parse error.
     let requests = model.seen();
