@@ -446,7 +446,9 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
         }
         let logged = lines(&dir.path().join(baseline).join("episodes.jsonl"));
         assert_eq!(logged.len(), 6);
-        assert!(logged.iter().all(|r| r["injections"][0]["selector"] == baseline));
+        assert!(logged
+            .iter()
+            .all(|r| r["injections"][0]["selector"] == baseline));
     }
 
     // 6. The counterfactual at a frozen turn, with all four arms.
