@@ -83,6 +83,15 @@ pub fn describe_problems(
                     words.join(", ")
                 ));
             }
+            RejectReason::DuplicateAmbiguity => lines.push(
+                "- two ambiguity entries have the same term; list each blurred detail once.".to_string(),
+            ),
+            RejectReason::DegenerateText => lines.push(
+                "- a request repeats the same sentence; write each request once, in one or two sentences.".to_string(),
+            ),
+            RejectReason::MetaCommentary => lines.push(
+                "- amb_query explains what it leaves open (a long remark in parentheses, or words such as \"not sure\" or \"without specifying\"); a real user just asks, vaguely, without commenting on it.".to_string(),
+            ),
             RejectReason::Malformed => {}
         }
     }

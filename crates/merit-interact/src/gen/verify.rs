@@ -29,6 +29,14 @@ pub enum RejectReason {
     IdentifierLeak,
     /// A user-facing text contains upper-case SQL keywords (see [`find_leaks`]).
     SqlLeak,
+    /// Two ambiguity entries have the same term (case and surrounding space ignored).
+    DuplicateAmbiguity,
+    /// A request repeats one of its sentences (of four words or more): a small model looping.
+    DegenerateText,
+    /// The underspecified request talks about its own vagueness (a parenthetical of four
+    /// words or more, or words such as "not sure", "without specifying", "ambiguous")
+    /// instead of simply being vague.
+    MetaCommentary,
 }
 
 impl RejectReason {
@@ -42,6 +50,9 @@ impl RejectReason {
             RejectReason::SnippetNotInSql => "snippet_not_in_sql",
             RejectReason::IdentifierLeak => "identifier_leak",
             RejectReason::SqlLeak => "sql_leak",
+            RejectReason::DuplicateAmbiguity => "duplicate_ambiguity",
+            RejectReason::DegenerateText => "degenerate_text",
+            RejectReason::MetaCommentary => "meta_commentary",
         }
     }
 }
@@ -85,7 +96,63 @@ pub fn verify(draft: &Draft, sql: &str, schema: &DatabaseSchema) -> Vec<RejectRe
     if leaks.iter().any(|l| l.reason == RejectReason::SqlLeak) {
         reasons.push(RejectReason::SqlLeak);
     }
+    let mut terms: Vec<String> = draft
+        .ambiguities
+        .iter()
+        .map(|a| collapse(&a.term).to_lowercase())
+        .collect();
+    terms.sort();
+    if terms.windows(2).any(|pair| pair[0] == pair[1]) {
+        reasons.push(RejectReason::DuplicateAmbiguity);
+    }
+    if repeats_a_sentence(&draft.amb_query) || repeats_a_sentence(&draft.clear_query) {
+        reasons.push(RejectReason::DegenerateText);
+    }
+    if is_meta_commentary(&draft.amb_query) {
+        reasons.push(RejectReason::MetaCommentary);
+    }
     reasons
+}
+
+/// Whether a sentence of four words or more occurs twice in `text`.
+fn repeats_a_sentence(text: &str) -> bool {
+    let mut sentences: Vec<String> = text
+        .split(['.', '?', '!', ';'])
+        .map(|s| collapse(s).to_lowercase())
+        .filter(|s| s.split(' ').count() >= 4)
+        .collect();
+    sentences.sort();
+    sentences.windows(2).any(|pair| pair[0] == pair[1])
+}
+
+/// Phrases with which a request comments on its own vagueness.
+const META_PHRASES: [&str; 7] = [
+    "not sure",
+    "without specifying",
+    "unspecified",
+    "ambiguous",
+    "ambiguity",
+    "unclear",
+    "not specified",
+];
+
+/// Whether `text` talks about being vague (see [`RejectReason::MetaCommentary`]).
+fn is_meta_commentary(text: &str) -> bool {
+    let lower = text.to_lowercase();
+    if META_PHRASES.iter().any(|p| lower.contains(p)) {
+        return true;
+    }
+    // A parenthetical of four words or more; short ones such as "(GPA)" are acronyms or units.
+    let mut rest = text;
+    while let Some(open) = rest.find('(') {
+        let after = &rest[open + 1..];
+        let inner = after.find(')').map_or(after, |close| &after[..close]);
+        if inner.split_whitespace().count() >= 4 {
+            return true;
+        }
+        rest = after;
+    }
+    false
 }
 
 fn collapse(text: &str) -> String {

@@ -194,6 +194,28 @@ fn verification_accepts_a_good_draft_and_rejects_each_bad_case() {
     let extra = d.ambiguities[0].clone();
     d.ambiguities.extend(std::iter::repeat_n(extra, 4));
     check(d, RejectReason::TooManyAmbiguities);
+    let mut d = good_draft();
+    let mut again = d.ambiguities[0].clone();
+    again.term = format!(" {} ", again.term.to_uppercase());
+    d.amb_query = format!("{} {}", d.amb_query, again.term.trim());
+    d.ambiguities.push(again);
+    check(d, RejectReason::DuplicateAmbiguity);
+    let mut d = good_draft();
+    d.amb_query = format!("{q} {q}", q = d.amb_query);
+    check(d, RejectReason::DegenerateText);
+    for meta in [
+        " (I am not sure which one)",
+        " (without the sort order, the row count or the attribute)",
+        ", it is ambiguous",
+    ] {
+        let mut d = good_draft();
+        d.amb_query.push_str(meta);
+        check(d, RejectReason::MetaCommentary);
+    }
+    // Short parentheticals (an acronym, a unit) are fine.
+    let mut d = good_draft();
+    d.amb_query.push_str(" (in USD)");
+    assert_eq!(verify(&d, SQL, &schema), vec![]);
 
     for leaky in [
         "Show the Song_Name of older singers from the US.", // underscored column
