@@ -2,10 +2,12 @@
 //!
 //! This crate does no IO and has no opinion about models, databases or files: it only names
 //! the things the rest of the workspace passes around, in the vocabulary of the papers
-//! (question, attempt, oracle status, hardness, ...).
+//! (question, attempt, oracle status, hardness, ...), plus [`template`], the pure `{{slot}}`
+//! filler that the repair and the interact prompts share.
 
 pub mod episode;
 pub mod model;
+pub mod template;
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

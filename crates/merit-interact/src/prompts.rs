@@ -27,62 +27,15 @@ pub fn version(name: &str) -> String {
     format!("{PROMPT_FAMILY}/{name}")
 }
 
-/// Fills `{{slot}}` placeholders in one pass: a value that contains `{{` is copied as it is and
-/// never expanded, so text from the database or a model cannot inject another slot. A slot
-/// without a value stays visible, and the tests check that no rendered template keeps one.
-pub fn fill(template: &str, slots: &[(&str, &str)]) -> String {
-    let mut out = String::with_capacity(template.len() + 256);
-    let mut rest = template;
-    while let Some(start) = rest.find("{{") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let Some(end) = after.find("}}") else {
-            out.push_str(&rest[start..]);
-            return out;
-        };
-        let name = &after[..end];
-        match slots.iter().find(|(slot, _)| *slot == name) {
-            Some((_, value)) => out.push_str(value),
-            None => {
-                out.push_str("{{");
-                out.push_str(name);
-                out.push_str("}}");
-            }
-        }
-        rest = &after[end + 2..];
-    }
-    out.push_str(rest);
-    out
-}
-
-/// The slot names a template uses, in order of first appearance.
-pub fn slots(template: &str) -> Vec<&str> {
-    let mut names: Vec<&str> = Vec::new();
-    let mut rest = template;
-    while let Some(start) = rest.find("{{") {
-        let after = &rest[start + 2..];
-        let Some(end) = after.find("}}") else { break };
-        if !names.contains(&&after[..end]) {
-            names.push(&after[..end]);
-        }
-        rest = &after[end + 2..];
-    }
-    names
-}
+/// The `{{slot}}` filler shared with the repair prompts: one pass, so a value that contains
+/// `{{` is copied as it is and never expanded (text from the database or a model cannot
+/// inject another slot); a slot without a value stays visible, and the tests check that no
+/// rendered template keeps one.
+pub use merit_core::template::{fill, slots};
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn fill_is_one_pass() {
-        assert_eq!(
-            fill("a {{x}} b", &[("x", "{{y}}"), ("y", "no")]),
-            "a {{y}} b"
-        );
-        assert_eq!(fill("{{missing}}", &[]), "{{missing}}");
-        assert_eq!(fill("open {{x", &[("x", "1")]), "open {{x");
-    }
 
     #[test]
     fn every_template_has_exactly_its_documented_slots() {

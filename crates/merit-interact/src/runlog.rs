@@ -5,7 +5,8 @@
 //! so a killed run leaves every finished episode plus, at worst, one torn last line. On load, a
 //! last line without its newline is dropped with a warning (and cut off before appending, so the
 //! next record starts on a clean line); any other line that does not parse, carries another
-//! format, or repeats an instance id is an error naming the file and the line.
+//! format, or repeats an instance id is an error naming the file and the line. The mechanics
+//! are the memory files' ([`merit_memory::jsonl`]); this module adds what a log must satisfy.
 //!
 //! [`run_tasks`] skips every task already in the log and appends the others as they finish:
 //! kill it at any point and run it again with the same arguments to continue.
@@ -41,10 +42,9 @@ use crate::prompts::PROMPT_FAMILY;
 use crate::simulator::{SimulatorUsage, UserSimulator};
 use crate::task::{Category, Task, TaskSet};
 use merit_core::model::{Embedder, ModelError};
+use merit_memory::jsonl::{self, Appender, Ending, JsonlError, Tail};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -162,10 +162,18 @@ pub enum LogError {
     },
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> LogError + '_ {
-    move |source| LogError::Io {
-        path: path.to_path_buf(),
-        source,
+fn from_jsonl(error: JsonlError) -> LogError {
+    match error {
+        JsonlError::Io { path, source } => LogError::Io { path, source },
+        JsonlError::Corrupt {
+            path,
+            line,
+            message,
+        } => LogError::Corrupt {
+            path,
+            line,
+            message,
+        },
     }
 }
 
@@ -183,46 +191,36 @@ pub struct LoadedLog {
 /// Reads every record of `path`; a missing file is an empty log. See the module docs for what
 /// is tolerated.
 pub fn read_log(path: &Path) -> Result<LoadedLog, LogError> {
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(LoadedLog::default())
+    read_log_to_end(path).map(|(loaded, _)| loaded)
+}
+
+fn read_log_to_end(path: &Path) -> Result<(LoadedLog, Ending), LogError> {
+    let parse = |raw: &[u8]| {
+        if raw.iter().all(u8::is_ascii_whitespace) {
+            return Ok(None);
         }
-        Err(error) => return Err(io(path)(error)),
+        jsonl::parse_tagged(raw, EPISODE_FORMAT, "an episode record").map(Some)
     };
-    let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    let mut loaded = LoadedLog {
-        torn_bytes: bytes.len() - complete,
-        ..LoadedLog::default()
-    };
+    // A record is logged once its newline is on disk: a last line without one is torn.
+    let mut lines = jsonl::records(path, Tail::Torn, parse).map_err(from_jsonl)?;
+    let mut loaded = LoadedLog::default();
     let mut seen = BTreeSet::new();
-    for (index, line) in bytes[..complete].split(|&b| b == b'\n').enumerate() {
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        let corrupt = |message: String| LogError::Corrupt {
-            path: path.to_path_buf(),
-            line: index + 1,
-            message,
-        };
-        let value: serde_json::Value =
-            serde_json::from_slice(line).map_err(|e| corrupt(format!("not JSON: {e}")))?;
-        let format = value.get("format").and_then(|f| f.as_str()).unwrap_or("");
-        if format != EPISODE_FORMAT {
-            return Err(corrupt(format!(
-                "format `{format}` is not `{EPISODE_FORMAT}`"
-            )));
-        }
-        let record: EpisodeRecord = serde_json::from_value(value)
-            .map_err(|e| corrupt(format!("not an episode record: {e}")))?;
+    for next in &mut lines {
+        let (line, record): (usize, EpisodeRecord) = next.map_err(from_jsonl)?;
         if !seen.insert(record.instance_id.clone()) {
-            return Err(corrupt(format!(
-                "task `{}` is logged twice (were two runs writing this log?)",
-                record.instance_id
-            )));
+            return Err(LogError::Corrupt {
+                path: path.to_path_buf(),
+                line,
+                message: format!(
+                    "task `{}` is logged twice (were two runs writing this log?)",
+                    record.instance_id
+                ),
+            });
         }
         loaded.records.push(record);
     }
+    let ending = lines.ending();
+    loaded.torn_bytes = ending.torn.as_ref().map_or(0, |torn| torn.bytes);
     if loaded.torn_bytes > 0 {
         loaded.warnings.push(format!(
             "{}: the last line ({} bytes) is incomplete, probably cut by a crash; it is ignored and its task will run again",
@@ -230,62 +228,37 @@ pub fn read_log(path: &Path) -> Result<LoadedLog, LogError> {
             loaded.torn_bytes
         ));
     }
-    Ok(loaded)
+    Ok((loaded, ending))
 }
 
 /// An episode log open for appending.
 #[derive(Debug)]
 pub struct EpisodeLog {
-    path: PathBuf,
-    file: File,
+    appender: Appender,
 }
 
 impl EpisodeLog {
     /// Reads `path` (creating it and its folder when absent), cuts off a torn last line, and
     /// opens it for appending. Returns the records already there.
     pub fn open(path: &Path) -> Result<(EpisodeLog, LoadedLog), LogError> {
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(io(parent))?;
-        }
-        let loaded = read_log(path)?;
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(io(path))?;
-        if loaded.torn_bytes > 0 {
-            let length = file.metadata().map_err(io(path))?.len();
-            file.set_len(length.saturating_sub(loaded.torn_bytes as u64))
-                .and_then(|()| file.sync_all())
-                .map_err(io(path))?;
-        }
-        Ok((
-            EpisodeLog {
-                path: path.to_path_buf(),
-                file,
-            },
-            loaded,
-        ))
+        let (loaded, ending) = read_log_to_end(path)?;
+        let appender = Appender::resume(path, &ending).map_err(from_jsonl)?;
+        Ok((EpisodeLog { appender }, loaded))
     }
 
     /// Appends one record as one line and waits until it is on disk.
     pub fn append(&mut self, record: &EpisodeRecord) -> Result<(), LogError> {
-        let mut line = serde_json::to_vec(record).map_err(|e| LogError::Serialize {
-            path: self.path.clone(),
+        let line = jsonl::to_line(record).map_err(|e| LogError::Serialize {
+            path: self.path().to_path_buf(),
             instance_id: record.instance_id.clone(),
             message: e.to_string(),
         })?;
-        line.push(b'\n');
-        // One write call per line: a crash tears at most this line, never an earlier one.
-        self.file
-            .write_all(&line)
-            .and_then(|()| self.file.sync_data())
-            .map_err(io(&self.path))
+        self.appender.append(&line).map_err(from_jsonl)
     }
 
     /// The file.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.appender.path()
     }
 }
 

@@ -1,45 +1,17 @@
-//! Append-only JSON Lines files that survive `kill -9`.
+//! Append-only JSON Lines files that survive `kill -9`: the run directory's view of
+//! [`merit_memory::jsonl`], which holds the mechanics and their invariants.
 //!
 //! A record is written as one line and fsync'd before the writer moves on, so after a crash
 //! the file holds every finished record plus, at worst, one torn last line. Readers drop a
 //! torn last line (and can cut it off so the next append starts clean); anything else that is
 //! not valid is an error naming the file and line.
 
+use merit_memory::jsonl::{self as shared, Tail};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// Why a JSONL file could not be read or written.
-#[derive(Debug, thiserror::Error)]
-pub enum JsonlError {
-    /// Filesystem failure.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The IO error.
-        source: std::io::Error,
-    },
-    /// A complete line that does not parse.
-    #[error("{path} line {line}: {message}")]
-    Corrupt {
-        /// The file.
-        path: PathBuf,
-        /// 1-based line number.
-        line: usize,
-        /// What is wrong.
-        message: String,
-    },
-}
-
-fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> JsonlError + '_ {
-    move |source| JsonlError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
+pub use merit_memory::jsonl::{truncate_torn_tail, JsonlError};
 
 /// What reading a file found.
 #[derive(Debug)]
@@ -53,86 +25,40 @@ pub struct Loaded<T> {
 /// Reads every record of `path` (a missing file is empty). A last line without its newline is
 /// a write interrupted by a crash and is ignored; any other bad line is an error.
 pub fn read_records<T: DeserializeOwned>(path: &Path) -> Result<Loaded<T>, JsonlError> {
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(Loaded {
-                records: Vec::new(),
-                torn_bytes: 0,
-            })
+    let parse = |raw: &[u8]| {
+        if raw.is_empty() {
+            return Ok(None);
         }
-        Err(error) => return Err(io_error(path)(error)),
+        serde_json::from_slice(raw)
+            .map(Some)
+            .map_err(|e| e.to_string())
     };
-    let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    let mut records = Vec::new();
-    for (index, line) in bytes[..complete].split(|&b| b == b'\n').enumerate() {
-        if line.is_empty() {
-            continue;
-        }
-        let record = serde_json::from_slice(line).map_err(|e| JsonlError::Corrupt {
-            path: path.to_path_buf(),
-            line: index + 1,
-            message: e.to_string(),
-        })?;
-        records.push(record);
-    }
+    let (records, ending) = shared::read_all(path, Tail::Torn, parse)?;
     Ok(Loaded {
         records,
-        torn_bytes: bytes.len() - complete,
+        torn_bytes: ending.torn.map_or(0, |torn| torn.bytes),
     })
-}
-
-/// Cuts a torn last line off `path`, so that appends continue after the last full record.
-pub fn truncate_torn_tail(path: &Path, torn_bytes: usize) -> Result<(), JsonlError> {
-    if torn_bytes == 0 {
-        return Ok(());
-    }
-    let file = OpenOptions::new()
-        .write(true)
-        .open(path)
-        .map_err(io_error(path))?;
-    let length = file.metadata().map_err(io_error(path))?.len();
-    file.set_len(length - torn_bytes as u64)
-        .and_then(|()| file.sync_all())
-        .map_err(io_error(path))
 }
 
 /// An open append-only JSONL file.
 pub struct Appender {
-    path: PathBuf,
-    file: File,
+    inner: shared::Appender,
 }
 
 impl Appender {
     /// Opens (creating) `path` for appending, creating its folder too.
     pub fn open(path: &Path) -> Result<Appender, JsonlError> {
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(io_error(parent))?;
-        }
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(io_error(path))?;
-        Ok(Appender {
-            path: path.to_path_buf(),
-            file,
-        })
+        shared::Appender::open(path).map(|inner| Appender { inner })
     }
 
     /// Appends one record as one line and waits until it is on disk.
     pub fn append<T: Serialize>(&mut self, record: &T) -> Result<(), JsonlError> {
-        let mut line = serde_json::to_vec(record).map_err(|e| JsonlError::Corrupt {
-            path: self.path.clone(),
+        let line = shared::to_line(record).map_err(|e| JsonlError::Corrupt {
+            path: self.inner.path().to_path_buf(),
             line: 0,
             message: format!("cannot serialize record: {e}"),
         })?;
-        line.push(b'\n');
-        // One write call per line: appends from one process never interleave within a line.
-        self.file
-            .write_all(&line)
-            .and_then(|()| self.file.sync_data())
-            .map_err(io_error(&self.path))
+        self.inner.append(&line)
     }
 }
 

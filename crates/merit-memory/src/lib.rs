@@ -46,6 +46,7 @@ pub mod embed;
 pub mod entry;
 pub mod episode;
 pub mod failure;
+pub mod jsonl;
 pub mod memory;
 pub mod reference;
 pub mod retrieve;

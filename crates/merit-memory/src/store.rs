@@ -15,13 +15,14 @@
 //! short by a crash) is dropped with a warning, and reopening for append truncates it away.
 //! Anything else (a line that is not a valid entry, a wrong format version, an entry in the
 //! wrong file, ids or stream positions out of commit order) is an error naming file and line.
+//! The reading and appending mechanics, and why they are safe, are in [`crate::jsonl`]; this
+//! module adds what a pool must satisfy.
 
 use crate::entry::{MemoryEntry, Polarity, FORMAT_VERSION};
 use crate::episode::FinalizedEpisode;
+use crate::jsonl::{self, Appender, Ending, JsonlError, Tail};
 use crate::memory::{Memory, MemoryError, Prepared};
 use merit_core::model::Embedder;
-use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// File name of the positive pool.
@@ -54,13 +55,10 @@ pub struct LoadReport {
     pub negative: usize,
 }
 
-/// One pool file as read: its entries and how the file ends.
+/// One pool file as read: its entries (with their line numbers) and how the file ends.
 struct PoolFile {
     entries: Vec<(MemoryEntry, usize)>,
-    /// Length of the file up to the end of its last good line.
-    good_length: u64,
-    /// A valid last entry lacks its newline.
-    missing_newline: bool,
+    ending: Ending,
 }
 
 fn io_error(path: &Path, error: impl std::fmt::Display) -> MemoryError {
@@ -78,87 +76,74 @@ fn corrupt(path: &Path, line: usize, message: impl Into<String>) -> MemoryError 
     }
 }
 
+fn from_jsonl(error: JsonlError) -> MemoryError {
+    match error {
+        JsonlError::Io { path, source } => io_error(&path, source),
+        JsonlError::Corrupt {
+            path,
+            line,
+            message,
+        } => corrupt(&path, line, message),
+    }
+}
+
+/// A pool line: a memory entry, or why it is not one (format and order are checked after).
+fn parse_entry(raw: &[u8]) -> Result<Option<MemoryEntry>, String> {
+    let text = jsonl::line_text(raw)?;
+    serde_json::from_str::<MemoryEntry>(text)
+        .map(Some)
+        .map_err(|e| format!("not a memory entry: {e}"))
+}
+
 fn read_pool(
     path: &Path,
     polarity: Polarity,
     report: &mut LoadReport,
 ) -> Result<PoolFile, MemoryError> {
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(error) => return Err(io_error(path, error)),
-    };
-    let mut entries = Vec::new();
-    let mut good_length = 0u64;
-    let mut missing_newline = false;
-    let mut start = 0usize;
-    let mut number = 0usize;
-    while start < bytes.len() {
-        number += 1;
-        let (end, terminated) = match bytes[start..].iter().position(|&b| b == b'\n') {
-            Some(offset) => (start + offset, true),
-            None => (bytes.len(), false),
-        };
-        let raw = &bytes[start..end];
-        let parsed = std::str::from_utf8(raw)
-            .map_err(|_| "the line is not valid UTF-8".to_string())
-            .and_then(|text| {
-                if text.trim().is_empty() {
-                    Err("empty line".to_string())
-                } else {
-                    serde_json::from_str::<MemoryEntry>(text)
-                        .map_err(|e| format!("not a memory entry: {e}"))
-                }
-            });
-        match parsed {
-            Ok(entry) => {
-                if entry.format_version != FORMAT_VERSION {
-                    return Err(corrupt(
-                        path,
-                        number,
-                        format!(
-                            "format version {} (this build reads version {FORMAT_VERSION})",
-                            entry.format_version
-                        ),
-                    ));
-                }
-                if entry.polarity != polarity {
-                    return Err(corrupt(
-                        path,
-                        number,
-                        format!("a {} entry in the {polarity} file", entry.polarity),
-                    ));
-                }
-                if let Some((previous, _)) = entries.last() {
-                    let previous: &MemoryEntry = previous;
-                    if entry.id <= previous.id {
-                        return Err(corrupt(
-                            path,
-                            number,
-                            format!("id {} does not follow id {}", entry.id, previous.id),
-                        ));
-                    }
-                }
-                entries.push((entry, number));
-                good_length = end as u64 + u64::from(terminated);
-                missing_newline = !terminated;
-            }
-            Err(message) if !terminated => {
-                report.warnings.push(format!(
-                    "{} line {number}: ignoring a torn last line ({} bytes, no newline): {message}",
-                    path.display(),
-                    raw.len()
+    // A complete entry whose newline is missing was written whole: keep it.
+    let mut lines = jsonl::records(path, Tail::KeepIfParses, parse_entry).map_err(from_jsonl)?;
+    let mut entries: Vec<(MemoryEntry, usize)> = Vec::new();
+    for next in &mut lines {
+        let (number, entry) = next.map_err(from_jsonl)?;
+        if entry.format_version != FORMAT_VERSION {
+            return Err(corrupt(
+                path,
+                number,
+                format!(
+                    "format version {} (this build reads version {FORMAT_VERSION})",
+                    entry.format_version
+                ),
+            ));
+        }
+        if entry.polarity != polarity {
+            return Err(corrupt(
+                path,
+                number,
+                format!("a {} entry in the {polarity} file", entry.polarity),
+            ));
+        }
+        if let Some((previous, _)) = entries.last() {
+            if entry.id <= previous.id {
+                return Err(corrupt(
+                    path,
+                    number,
+                    format!("id {} does not follow id {}", entry.id, previous.id),
                 ));
             }
-            Err(message) => return Err(corrupt(path, number, message)),
         }
-        start = end + 1;
+        entries.push((entry, number));
     }
-    Ok(PoolFile {
-        entries,
-        good_length,
-        missing_newline,
-    })
+    let ending = lines.ending();
+    if let Some(torn) = &ending.torn {
+        report.warnings.push(format!(
+            "{} line {}: ignoring a torn last line ({} bytes, no newline): {}",
+            path.display(),
+            torn.line,
+            torn.bytes,
+            torn.reason.as_deref().unwrap_or_default()
+        ));
+    }
+    Ok(PoolFile { entries, ending })
 }
 
 /// Reads both pool files of `dir` (missing files are empty pools) and checks that together
@@ -238,65 +223,8 @@ fn load_pools(dir: &Path) -> Result<Loaded, MemoryError> {
 pub struct PersistentMemory {
     memory: Memory,
     dir: PathBuf,
-    files: [PoolWriter; 2],
-}
-
-#[derive(Debug)]
-struct PoolWriter {
-    path: PathBuf,
-    file: File,
-    length: u64,
-}
-
-impl PoolWriter {
-    fn open(path: PathBuf, pool: &PoolFile) -> Result<PoolWriter, MemoryError> {
-        let file = OpenOptions::new()
-            .create(true)
-            .read(true)
-            .write(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| io_error(&path, e))?;
-        let on_disk = file.metadata().map_err(|e| io_error(&path, e))?.len();
-        let mut writer = PoolWriter {
-            path,
-            file,
-            length: pool.good_length,
-        };
-        if on_disk != pool.good_length {
-            // Drop the torn tail so the next entry starts on a line of its own.
-            writer
-                .file
-                .set_len(pool.good_length)
-                .and_then(|()| writer.file.sync_all())
-                .map_err(|e| io_error(&writer.path, e))?;
-        }
-        if pool.missing_newline {
-            writer.append(b"\n")?;
-        }
-        Ok(writer)
-    }
-
-    /// Appends `bytes` at the end and syncs; on failure, cuts the file back to its previous
-    /// length so a partial write never sits in front of later lines.
-    fn append(&mut self, bytes: &[u8]) -> Result<(), MemoryError> {
-        use std::io::{Seek, SeekFrom};
-        let result = self
-            .file
-            .seek(SeekFrom::Start(self.length))
-            .and_then(|_| self.file.write_all(bytes))
-            .and_then(|()| self.file.sync_data());
-        match result {
-            Ok(()) => {
-                self.length += bytes.len() as u64;
-                Ok(())
-            }
-            Err(error) => {
-                let _ = self.file.set_len(self.length);
-                Err(io_error(&self.path, error))
-            }
-        }
-    }
+    /// The positive and the negative pool file.
+    files: [Appender; 2],
 }
 
 impl PersistentMemory {
@@ -310,12 +238,14 @@ impl PersistentMemory {
         std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
         let (entries, report, [positive, negative]) = load_pools(&dir)?;
         let memory = Memory::from_entries(embedder.dimension(), entries, embedder)?;
+        // Resuming cuts a torn last line off and syncs the folder, whose entries for the pool
+        // files may have just been created.
         let files = [
-            PoolWriter::open(pool_file(&dir, Polarity::Positive), &positive)?,
-            PoolWriter::open(pool_file(&dir, Polarity::Negative), &negative)?,
+            Appender::resume(&pool_file(&dir, Polarity::Positive), &positive.ending)
+                .map_err(from_jsonl)?,
+            Appender::resume(&pool_file(&dir, Polarity::Negative), &negative.ending)
+                .map_err(from_jsonl)?,
         ];
-        // The pool files may have just been created: make their directory entries durable.
-        sync_directory(&dir)?;
         Ok((PersistentMemory { memory, dir, files }, report))
     }
 
@@ -344,25 +274,10 @@ impl PersistentMemory {
                     Polarity::Positive => &mut self.files[0],
                     Polarity::Negative => &mut self.files[1],
                 };
-                writer.append(line.as_bytes())?;
+                writer.append(line.as_bytes()).map_err(from_jsonl)?;
                 Ok(Some(self.memory.insert(*entry, vector)))
             }
             other => Ok(self.memory.apply(other)),
         }
     }
-}
-
-/// Makes a newly created directory entry durable.
-fn sync_directory(dir: &Path) -> Result<(), MemoryError> {
-    #[cfg(unix)]
-    {
-        File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| io_error(dir, e))?;
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = dir;
-    }
-    Ok(())
 }

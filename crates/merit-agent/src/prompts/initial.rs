@@ -11,6 +11,7 @@
 //! ([`schema_from_database`]).
 
 use merit_core::model::{ChatMessage, ChatRequest, Decoding};
+use merit_core::template::fill;
 use merit_core::Benchmark;
 use merit_sql::{Database, Dialect, ExecError, ExecLimits, Value};
 
@@ -86,38 +87,6 @@ pub fn dialect_name(dialect: Dialect) -> &'static str {
         Dialect::Sqlite => "SQLite",
         Dialect::Postgres => "PostgreSQL",
     }
-}
-
-/// Fills `{{name}}` placeholders in one pass, so that a value that itself contains `{{...}}`
-/// (a question can) is never expanded again. Unknown placeholders stay as they are; the tests
-/// check that the shipped templates have none.
-fn fill(template: &str, values: &[(&str, &str)]) -> String {
-    let mut out = String::with_capacity(template.len() + 256);
-    let mut rest = template;
-    while let Some(open) = rest.find("{{") {
-        out.push_str(&rest[..open]);
-        let after = &rest[open + 2..];
-        match after.find("}}") {
-            Some(close) => {
-                let name = &after[..close];
-                match values.iter().find(|(key, _)| *key == name) {
-                    Some((_, value)) => out.push_str(value),
-                    None => {
-                        out.push_str("{{");
-                        out.push_str(name);
-                        out.push_str("}}");
-                    }
-                }
-                rest = &after[close + 2..];
-            }
-            None => {
-                out.push_str(&rest[open..]);
-                rest = "";
-            }
-        }
-    }
-    out.push_str(rest);
-    out
 }
 
 /// The schema of a live database as `CREATE TABLE` statements, in creation order.

@@ -30,33 +30,10 @@ pub fn reflection_version(benchmark: Benchmark) -> String {
     format!("{benchmark}-reflection-v3")
 }
 
-/// Fills `{{slot}}` placeholders. Written by hand because the templates only need named
-/// substitution. A slot without a value is left as it is, and the tests check that no
-/// rendered prompt contains `{{`, so a template and its caller cannot drift apart unnoticed.
-pub fn fill(template: &str, slots: &[(&str, &str)]) -> String {
-    let mut out = String::with_capacity(template.len() + 256);
-    let mut rest = template;
-    while let Some(start) = rest.find("{{") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let Some(end) = after.find("}}") else {
-            out.push_str(&rest[start..]);
-            return out;
-        };
-        let name = &after[..end];
-        match slots.iter().find(|(slot, _)| *slot == name) {
-            Some((_, value)) => out.push_str(value),
-            None => {
-                out.push_str("{{");
-                out.push_str(name);
-                out.push_str("}}");
-            }
-        }
-        rest = &after[end + 2..];
-    }
-    out.push_str(rest);
-    out
-}
+/// Fills `{{slot}}` placeholders in one pass (shared with the interact prompts). A slot
+/// without a value is left as it is, and the tests check that no rendered prompt contains
+/// `{{`, so a template and its caller cannot drift apart unnoticed.
+pub use merit_core::template::fill;
 
 fn error_suffix(error: Option<&str>) -> String {
     match error {

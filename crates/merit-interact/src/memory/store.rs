@@ -14,15 +14,16 @@
 //! another format, an unknown field, ids not counting up from 0, stream positions going
 //! backwards) is [`MemoryError::Corrupt`] naming the file and the line. Vectors are not
 //! stored: loading re-embeds every key with the embedder at hand, as the repair memory does.
+//! The reading and appending mechanics are the repair memory's ([`merit_memory::jsonl`]);
+//! this module adds what a bank must satisfy.
 
-use super::{io_error, Level, MemoryError, Polarity, StreamPos};
+use super::{Level, MemoryError, Polarity, StreamPos};
 use merit_core::model::Embedder;
+use merit_memory::jsonl::{self, Appender, Ending, JsonlError, Tail};
 use merit_memory::memory::normalized;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use std::fs::{File, OpenOptions};
-use std::io::{Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// File name of the episode-level bank.
 pub const EPISODE_FILE: &str = "episodes.jsonl";
@@ -107,11 +108,7 @@ impl<R: MemoryRecord> Bank<R> {
         let vectors = bank.embed(&loaded.entries, embedder)?;
         bank.entries = loaded.entries;
         bank.vectors = vectors;
-        bank.writer = Some(Appender::open(
-            path,
-            loaded.good_length,
-            loaded.missing_newline,
-        )?);
+        bank.writer = Some(Appender::resume(path, &loaded.ending).map_err(from_jsonl)?);
         Ok(bank)
     }
 
@@ -202,16 +199,17 @@ impl<R: MemoryRecord> Bank<R> {
         }
         let vectors = self.embed(&entries, embedder)?;
         if let Some(writer) = &mut self.writer {
-            let mut text = String::new();
+            // The episode's entries go out in one write, so a crash can tear only the file's
+            // last line.
+            let mut text = Vec::new();
             for entry in &entries {
-                let line = serde_json::to_string(entry).map_err(|e| MemoryError::Serialize {
-                    path: writer.path.clone(),
+                let line = jsonl::to_line(entry).map_err(|e| MemoryError::Serialize {
+                    path: writer.path().to_path_buf(),
                     message: e.to_string(),
                 })?;
-                text.push_str(&line);
-                text.push('\n');
+                text.extend_from_slice(&line);
             }
-            writer.append(text.as_bytes())?;
+            writer.append(&text).map_err(from_jsonl)?;
         }
         let ids = entries.iter().map(MemoryRecord::id).collect();
         self.entries.extend(entries);
@@ -271,8 +269,7 @@ impl<'b, R: MemoryRecord> BankView<'b, R> {
 /// A bank file as read.
 struct Loaded<R> {
     entries: Vec<R>,
-    good_length: u64,
-    missing_newline: bool,
+    ending: Ending,
     warnings: Vec<String>,
 }
 
@@ -284,161 +281,92 @@ fn corrupt(path: &Path, line: usize, message: impl Into<String>) -> MemoryError 
     }
 }
 
+fn from_jsonl(error: JsonlError) -> MemoryError {
+    match error {
+        JsonlError::Io { path, source } => MemoryError::Io { path, source },
+        JsonlError::Corrupt {
+            path,
+            line,
+            message,
+        } => MemoryError::Corrupt {
+            path,
+            line,
+            message,
+        },
+    }
+}
+
 fn read_bank<R: MemoryRecord>(path: &Path) -> Result<Loaded<R>, MemoryError> {
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(error) => return Err(io_error(path)(error)),
-    };
-    let mut loaded = Loaded {
-        entries: Vec::new(),
-        good_length: 0,
-        missing_newline: false,
-        warnings: Vec::new(),
-    };
-    let mut start = 0usize;
-    let mut number = 0usize;
-    while start < bytes.len() {
-        number += 1;
-        let (end, terminated) = match bytes[start..].iter().position(|&b| b == b'\n') {
-            Some(offset) => (start + offset, true),
-            None => (bytes.len(), false),
-        };
-        let raw = &bytes[start..end];
-        match parse_line::<R>(raw) {
-            Ok(entry) => {
-                let expected = loaded.entries.len() as u64;
-                if entry.id() != expected {
-                    return Err(corrupt(
-                        path,
-                        number,
-                        format!("id {} where id {expected} was expected (ids count up from 0 in commit order)", entry.id()),
-                    ));
-                }
-                if let Some(previous) = loaded.entries.last() {
-                    let previous: &R = previous;
-                    let same_episode = previous.stream_pos() == entry.stream_pos()
-                        && previous.instance_id() == entry.instance_id();
-                    if entry.stream_pos() < previous.stream_pos()
-                        || (entry.stream_pos() == previous.stream_pos() && !same_episode)
-                    {
-                        return Err(corrupt(
-                            path,
-                            number,
-                            format!(
-                                "stream position {} (task `{}`) does not follow position {} (task `{}`); entries must be committed in stream order, one episode per position",
-                                entry.stream_pos(),
-                                entry.instance_id(),
-                                previous.stream_pos(),
-                                previous.instance_id()
-                            ),
-                        ));
-                    }
-                    if R::LEVEL == Level::Episode && entry.stream_pos() == previous.stream_pos() {
-                        return Err(corrupt(
-                            path,
-                            number,
-                            format!(
-                                "a second episode memory for stream position {}",
-                                entry.stream_pos()
-                            ),
-                        ));
-                    }
-                }
-                loaded.entries.push(entry);
-                loaded.good_length = end as u64 + u64::from(terminated);
-                loaded.missing_newline = !terminated;
-            }
-            Err(message) if !terminated => {
-                loaded.warnings.push(format!(
-                    "{} line {number}: ignoring a torn last line ({} bytes, no newline): {message}",
-                    path.display(),
-                    raw.len()
+    // A complete entry whose newline is missing was written whole: keep it.
+    let mut lines =
+        jsonl::records(path, Tail::KeepIfParses, parse_line::<R>).map_err(from_jsonl)?;
+    let mut entries: Vec<R> = Vec::new();
+    for next in &mut lines {
+        let (number, entry) = next.map_err(from_jsonl)?;
+        let expected = entries.len() as u64;
+        if entry.id() != expected {
+            return Err(corrupt(
+                path,
+                number,
+                format!(
+                    "id {} where id {expected} was expected (ids count up from 0 in commit order)",
+                    entry.id()
+                ),
+            ));
+        }
+        if let Some(previous) = entries.last() {
+            let same_episode = previous.stream_pos() == entry.stream_pos()
+                && previous.instance_id() == entry.instance_id();
+            if entry.stream_pos() < previous.stream_pos()
+                || (entry.stream_pos() == previous.stream_pos() && !same_episode)
+            {
+                return Err(corrupt(
+                    path,
+                    number,
+                    format!(
+                        "stream position {} (task `{}`) does not follow position {} (task `{}`); entries must be committed in stream order, one episode per position",
+                        entry.stream_pos(),
+                        entry.instance_id(),
+                        previous.stream_pos(),
+                        previous.instance_id()
+                    ),
                 ));
             }
-            Err(message) => return Err(corrupt(path, number, message)),
-        }
-        start = end + 1;
-    }
-    Ok(loaded)
-}
-
-fn parse_line<R: MemoryRecord>(raw: &[u8]) -> Result<R, String> {
-    let text = std::str::from_utf8(raw).map_err(|_| "the line is not valid UTF-8".to_string())?;
-    if text.trim().is_empty() {
-        return Err("empty line".to_string());
-    }
-    let value: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    let format = value.get("format").and_then(|f| f.as_str()).unwrap_or("");
-    if format != R::FORMAT {
-        return Err(format!("format `{format}` is not `{}`", R::FORMAT));
-    }
-    serde_json::from_value(value).map_err(|e| format!("not a memory entry: {e}"))
-}
-
-/// An append-only file: whole lines, synced, cut back on a failed write.
-#[derive(Debug)]
-struct Appender {
-    path: PathBuf,
-    file: File,
-    length: u64,
-}
-
-impl Appender {
-    fn open(path: &Path, good_length: u64, missing_newline: bool) -> Result<Appender, MemoryError> {
-        let file = OpenOptions::new()
-            .create(true)
-            .read(true)
-            .write(true)
-            .truncate(false)
-            .open(path)
-            .map_err(io_error(path))?;
-        let on_disk = file.metadata().map_err(io_error(path))?.len();
-        let mut appender = Appender {
-            path: path.to_path_buf(),
-            file,
-            length: good_length,
-        };
-        if on_disk != good_length {
-            // Drop the torn tail so the next entry starts on a line of its own.
-            appender
-                .file
-                .set_len(good_length)
-                .and_then(|()| appender.file.sync_all())
-                .map_err(io_error(path))?;
-        }
-        if missing_newline {
-            appender.append(b"\n")?;
-        }
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            // The file may have just been created: make its directory entry durable.
-            #[cfg(unix)]
-            File::open(parent)
-                .and_then(|d| d.sync_all())
-                .map_err(io_error(parent))?;
-            #[cfg(not(unix))]
-            let _ = parent;
-        }
-        Ok(appender)
-    }
-
-    fn append(&mut self, bytes: &[u8]) -> Result<(), MemoryError> {
-        let result = self
-            .file
-            .seek(SeekFrom::Start(self.length))
-            .and_then(|_| self.file.write_all(bytes))
-            .and_then(|()| self.file.sync_data());
-        match result {
-            Ok(()) => {
-                self.length += bytes.len() as u64;
-                Ok(())
-            }
-            Err(error) => {
-                // Never leave half a line in front of later ones.
-                let _ = self.file.set_len(self.length);
-                Err(io_error(&self.path)(error))
+            if R::LEVEL == Level::Episode && entry.stream_pos() == previous.stream_pos() {
+                return Err(corrupt(
+                    path,
+                    number,
+                    format!(
+                        "a second episode memory for stream position {}",
+                        entry.stream_pos()
+                    ),
+                ));
             }
         }
+        entries.push(entry);
     }
+    let ending = lines.ending();
+    let warnings = ending
+        .torn
+        .iter()
+        .map(|torn| {
+            format!(
+                "{} line {}: ignoring a torn last line ({} bytes, no newline): {}",
+                path.display(),
+                torn.line,
+                torn.bytes,
+                torn.reason.as_deref().unwrap_or_default()
+            )
+        })
+        .collect();
+    Ok(Loaded {
+        entries,
+        ending,
+        warnings,
+    })
+}
+
+fn parse_line<R: MemoryRecord>(raw: &[u8]) -> Result<Option<R>, String> {
+    let text = jsonl::line_text(raw)?;
+    jsonl::parse_tagged(text.as_bytes(), R::FORMAT, "a memory entry").map(Some)
 }

@@ -11,7 +11,8 @@
 //! Loading tolerates one thing: a last line without its newline that does not parse (a write
 //! cut short by a kill) is dropped with a warning, and opening for append cuts it off. Any
 //! other bad line (broken JSON, another format, an unknown field, a rubric out of range, a
-//! pair recorded twice) is [`AnnotateError::Corrupt`] with the line number.
+//! pair recorded twice) is [`AnnotateError::Corrupt`] with the line number. The reading and
+//! appending mechanics are shared with the memory files ([`merit_memory::jsonl`]).
 //!
 //! Resuming: a pair is identified by `(state_id, memory_id)`; [`annotate()`] skips every pair
 //! already in the file, failures included (the judge is greedy, so asking again would give
@@ -22,10 +23,9 @@ use super::judge::{memory_text, prm_version, state_text, RubricJudge};
 use super::rubric::Rubric;
 use crate::memory::{TurnMemory, TurnState};
 use merit_core::model::ModelError;
+use merit_memory::jsonl::{self, Appender, Ending, JsonlError, Tail};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
-use std::fs::{File, OpenOptions};
-use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 /// The `format` of every annotation record this version writes.
@@ -140,10 +140,18 @@ pub enum AnnotateError {
     Model(#[from] ModelError),
 }
 
-fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> AnnotateError + '_ {
-    move |source| AnnotateError::Io {
-        path: path.to_path_buf(),
-        source,
+fn from_jsonl(error: JsonlError) -> AnnotateError {
+    match error {
+        JsonlError::Io { path, source } => AnnotateError::Io { path, source },
+        JsonlError::Corrupt {
+            path,
+            line,
+            message,
+        } => AnnotateError::Corrupt {
+            path,
+            line,
+            message,
+        },
     }
 }
 
@@ -154,91 +162,59 @@ pub struct LoadedAnnotations {
     pub records: Vec<AnnotationRecord>,
     /// Warnings (a torn last line) for the caller to show.
     pub warnings: Vec<String>,
-    /// Bytes of the file up to the end of the last good record (its newline included when
-    /// present).
-    good_length: u64,
-    /// Whether the last good record lacks its newline.
-    missing_newline: bool,
+    /// Where the last good record ends, for [`AnnotationFile::open`] to continue from.
+    ending: Ending,
 }
 
 /// Reads an annotation file (a missing file has no records).
 pub fn read_annotations(path: &Path) -> Result<LoadedAnnotations, AnnotateError> {
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(error) => return Err(io_error(path)(error)),
-    };
+    // A complete record whose newline is missing was written whole: keep it.
+    let mut lines = jsonl::records(path, Tail::KeepIfParses, parse_line).map_err(from_jsonl)?;
     let mut loaded = LoadedAnnotations::default();
     let mut seen = BTreeSet::new();
-    let mut start = 0usize;
-    let mut number = 0usize;
-    while start < bytes.len() {
-        number += 1;
-        let (end, terminated) = match bytes[start..].iter().position(|&b| b == b'\n') {
-            Some(offset) => (start + offset, true),
-            None => (bytes.len(), false),
-        };
-        match parse_line(&bytes[start..end]) {
-            Ok(record) => {
-                if !seen.insert((record.state_id.clone(), record.memory_id)) {
-                    return Err(AnnotateError::Corrupt {
-                        path: path.to_path_buf(),
-                        line: number,
-                        message: format!(
-                            "the pair (state `{}`, memory {}) is recorded twice",
-                            record.state_id, record.memory_id
-                        ),
-                    });
-                }
-                loaded.records.push(record);
-                loaded.good_length = end as u64 + u64::from(terminated);
-                loaded.missing_newline = !terminated;
-            }
-            Err(message) if !terminated => loaded.warnings.push(format!(
-                "{} line {number}: ignoring a torn last line ({} bytes, no newline): {message}",
-                path.display(),
-                end - start
-            )),
-            Err(message) => {
-                return Err(AnnotateError::Corrupt {
-                    path: path.to_path_buf(),
-                    line: number,
-                    message,
-                })
-            }
+    for next in &mut lines {
+        let (number, record) = next.map_err(from_jsonl)?;
+        if !seen.insert((record.state_id.clone(), record.memory_id)) {
+            return Err(AnnotateError::Corrupt {
+                path: path.to_path_buf(),
+                line: number,
+                message: format!(
+                    "the pair (state `{}`, memory {}) is recorded twice",
+                    record.state_id, record.memory_id
+                ),
+            });
         }
-        start = end + 1;
+        loaded.records.push(record);
+    }
+    loaded.ending = lines.ending();
+    if let Some(torn) = &loaded.ending.torn {
+        loaded.warnings.push(format!(
+            "{} line {}: ignoring a torn last line ({} bytes, no newline): {}",
+            path.display(),
+            torn.line,
+            torn.bytes,
+            torn.reason.as_deref().unwrap_or_default()
+        ));
     }
     Ok(loaded)
 }
 
-fn parse_line(raw: &[u8]) -> Result<AnnotationRecord, String> {
-    let text = std::str::from_utf8(raw).map_err(|_| "the line is not valid UTF-8".to_string())?;
-    if text.trim().is_empty() {
-        return Err("empty line".to_string());
-    }
-    let value: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    let format = value.get("format").and_then(|f| f.as_str()).unwrap_or("");
-    if format != ANNOTATION_FORMAT {
-        return Err(format!("format `{format}` is not `{ANNOTATION_FORMAT}`"));
-    }
+fn parse_line(raw: &[u8]) -> Result<Option<AnnotationRecord>, String> {
+    let text = jsonl::line_text(raw)?;
     let record: AnnotationRecord =
-        serde_json::from_value(value).map_err(|e| format!("not an annotation record: {e}"))?;
+        jsonl::parse_tagged(text.as_bytes(), ANNOTATION_FORMAT, "an annotation record")?;
     if let Judged::Rubric(rubric) = &record.result {
         rubric
             .validate()
             .map_err(|e| format!("invalid rubric: {e}"))?;
     }
-    Ok(record)
+    Ok(Some(record))
 }
 
 /// An annotation file open for appending, with the set of pairs it already holds.
 #[derive(Debug)]
 pub struct AnnotationFile {
-    path: PathBuf,
-    file: File,
-    length: u64,
+    appender: Appender,
     done: BTreeSet<(String, u64)>,
 }
 
@@ -247,50 +223,18 @@ impl AnnotationFile {
     /// line so the next record starts on a line of its own.
     pub fn open(path: &Path) -> Result<(AnnotationFile, LoadedAnnotations), AnnotateError> {
         let loaded = read_annotations(path)?;
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(io_error(parent))?;
-        }
-        let file = OpenOptions::new()
-            .create(true)
-            .read(true)
-            .write(true)
-            .truncate(false)
-            .open(path)
-            .map_err(io_error(path))?;
-        let on_disk = file.metadata().map_err(io_error(path))?.len();
-        let mut opened = AnnotationFile {
-            path: path.to_path_buf(),
-            file,
-            length: loaded.good_length,
-            done: loaded
-                .records
-                .iter()
-                .map(|r| (r.state_id.clone(), r.memory_id))
-                .collect(),
-        };
-        if on_disk != loaded.good_length {
-            opened
-                .file
-                .set_len(loaded.good_length)
-                .and_then(|()| opened.file.sync_all())
-                .map_err(io_error(path))?;
-        }
-        if loaded.missing_newline {
-            opened.write(b"\n")?;
-        }
-        #[cfg(unix)]
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            // The file may have just been created: make its directory entry durable.
-            File::open(parent)
-                .and_then(|d| d.sync_all())
-                .map_err(io_error(parent))?;
-        }
-        Ok((opened, loaded))
+        let appender = Appender::resume(path, &loaded.ending).map_err(from_jsonl)?;
+        let done = loaded
+            .records
+            .iter()
+            .map(|r| (r.state_id.clone(), r.memory_id))
+            .collect();
+        Ok((AnnotationFile { appender, done }, loaded))
     }
 
     /// The file.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.appender.path()
     }
 
     /// Whether the pair is already recorded.
@@ -314,38 +258,18 @@ impl AnnotationFile {
         let key = (record.state_id.clone(), record.memory_id);
         if self.done.contains(&key) {
             return Err(AnnotateError::Duplicate {
-                path: self.path.clone(),
+                path: self.path().to_path_buf(),
                 state_id: record.state_id.clone(),
                 memory_id: record.memory_id,
             });
         }
-        let mut line = serde_json::to_string(record).map_err(|e| AnnotateError::Serialize {
-            path: self.path.clone(),
+        let line = jsonl::to_line(record).map_err(|e| AnnotateError::Serialize {
+            path: self.path().to_path_buf(),
             message: e.to_string(),
         })?;
-        line.push('\n');
-        self.write(line.as_bytes())?;
+        self.appender.append(&line).map_err(from_jsonl)?;
         self.done.insert(key);
         Ok(())
-    }
-
-    fn write(&mut self, bytes: &[u8]) -> Result<(), AnnotateError> {
-        let result = self
-            .file
-            .seek(SeekFrom::Start(self.length))
-            .and_then(|_| self.file.write_all(bytes))
-            .and_then(|()| self.file.sync_data());
-        match result {
-            Ok(()) => {
-                self.length += bytes.len() as u64;
-                Ok(())
-            }
-            Err(error) => {
-                // Never leave half a line in front of later ones.
-                let _ = self.file.set_len(self.length);
-                Err(io_error(&self.path)(error))
-            }
-        }
     }
 }
 
