@@ -11,11 +11,12 @@ use super::request::{Draft, DraftAmbiguity};
 use super::sqlast;
 use super::{io_error, GenError};
 use merit_data::{quote_identifier, render_create_tables, DatabaseSchema};
+use merit_memory::jsonl;
 use merit_sql::{Database, ExecLimits, SqliteDatabase};
 use serde::{Deserialize, Serialize};
 use sqlparser::ast::SetExpr;
 use std::collections::BTreeSet;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -188,28 +189,36 @@ pub struct RejectionLine {
     pub detail: Option<String>,
 }
 
-/// Reads the complete lines of a JSONL file; a missing file is empty. A last line without its
-/// newline (a crash mid-write) is returned separately as its byte length and not parsed.
-fn read_lines<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<(Vec<T>, usize), GenError> {
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
-        Err(error) => return Err(io_error(path)(error)),
-    };
-    let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    let mut records = Vec::new();
-    for (index, line) in bytes[..complete].split(|&b| b == b'\n').enumerate() {
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        let record = serde_json::from_slice(line).map_err(|e| GenError::Corrupt {
-            path: path.to_path_buf(),
-            line: index + 1,
-            message: format!("not a generator record ({e})"),
-        })?;
-        records.push(record);
+/// The generator's view of a shared JSONL failure.
+fn from_jsonl(error: jsonl::JsonlError) -> GenError {
+    match error {
+        jsonl::JsonlError::Io { path, source } => GenError::Io { path, source },
+        jsonl::JsonlError::Corrupt {
+            path,
+            line,
+            message,
+        } => GenError::Corrupt {
+            path,
+            line,
+            message,
+        },
     }
-    Ok((records, bytes.len() - complete))
+}
+
+/// Reads the complete lines of a JSONL file (`merit_memory::jsonl`); a missing file is empty.
+/// A last line without its newline (a crash mid-write) is returned separately as its byte
+/// length and not parsed.
+fn read_lines<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<(Vec<T>, usize), GenError> {
+    let (records, ending) = jsonl::read_all(path, jsonl::Tail::Torn, |line: &[u8]| {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return Ok(None);
+        }
+        serde_json::from_slice(line)
+            .map(Some)
+            .map_err(|e| format!("not a generator record ({e})"))
+    })
+    .map_err(from_jsonl)?;
+    Ok((records, ending.torn.map_or(0, |torn| torn.bytes)))
 }
 
 /// Reads a generated task file (a torn last line is ignored).
@@ -222,48 +231,30 @@ pub fn read_rejections(path: &Path) -> Result<Vec<RejectionLine>, GenError> {
     read_lines(path).map(|(records, _)| records)
 }
 
-/// An append-only JSONL file: one `write` per line, then `fsync`.
+/// An append-only JSONL file: one `write` per line, then `fsync` (`merit_memory::jsonl`).
 #[derive(Debug)]
 pub(crate) struct AppendFile {
-    path: PathBuf,
-    file: File,
+    appender: jsonl::Appender,
 }
 
 impl AppendFile {
     /// Opens `path` for appending after cutting off a torn last line (`torn` bytes).
     pub(crate) fn open(path: &Path, torn: usize) -> Result<AppendFile, GenError> {
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(io_error(parent))?;
-        }
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(io_error(path))?;
-        if torn > 0 {
-            let length = file.metadata().map_err(io_error(path))?.len();
-            file.set_len(length.saturating_sub(torn as u64))
-                .and_then(|()| file.sync_all())
-                .map_err(io_error(path))?;
+        if path.exists() {
+            jsonl::truncate_torn_tail(path, torn).map_err(from_jsonl)?;
         }
         Ok(AppendFile {
-            path: path.to_path_buf(),
-            file,
+            appender: jsonl::Appender::open(path).map_err(from_jsonl)?,
         })
     }
 
     pub(crate) fn append<T: Serialize>(&mut self, record: &T) -> Result<(), GenError> {
-        let mut line = serde_json::to_vec(record).map_err(|e| GenError::Corrupt {
-            path: self.path.clone(),
+        let line = jsonl::to_line(record).map_err(|e| GenError::Corrupt {
+            path: self.appender.path().to_path_buf(),
             line: 0,
             message: format!("cannot serialise a record: {e}"),
         })?;
-        line.push(b'\n');
-        // One write per line: a crash can tear only this line, which the reader drops.
-        self.file
-            .write_all(&line)
-            .and_then(|()| self.file.sync_data())
-            .map_err(io_error(&self.path))
+        self.appender.append(&line).map_err(from_jsonl)
     }
 }
 
