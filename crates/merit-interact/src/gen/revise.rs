@@ -90,7 +90,10 @@ pub fn describe_problems(
                 "- a request repeats the same sentence; write each request once, in one or two sentences.".to_string(),
             ),
             RejectReason::MetaCommentary => lines.push(
-                "- amb_query explains what it leaves open (a long remark in parentheses, or words such as \"not sure\" or \"without specifying\"); a real user just asks, vaguely, without commenting on it.".to_string(),
+                "- amb_query explains what it leaves open (a long remark in parentheses, or words such as \"not sure\", \"I don't know\" or \"without specifying\"); a real user just asks, vaguely, without commenting on it.".to_string(),
+            ),
+            RejectReason::NotUnderspecified => lines.push(
+                "- amb_query says everything clear_query says; leave out or blur at least two of its details.".to_string(),
             ),
             RejectReason::Malformed => {}
         }

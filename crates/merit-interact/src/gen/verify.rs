@@ -37,6 +37,9 @@ pub enum RejectReason {
     /// words or more, or words such as "not sure", "without specifying", "ambiguous")
     /// instead of simply being vague.
     MetaCommentary,
+    /// The underspecified request is the fully specified one (same words, case and
+    /// punctuation aside): nothing was left out.
+    NotUnderspecified,
 }
 
 impl RejectReason {
@@ -53,6 +56,7 @@ impl RejectReason {
             RejectReason::DuplicateAmbiguity => "duplicate_ambiguity",
             RejectReason::DegenerateText => "degenerate_text",
             RejectReason::MetaCommentary => "meta_commentary",
+            RejectReason::NotUnderspecified => "not_underspecified",
         }
     }
 }
@@ -111,7 +115,18 @@ pub fn verify(draft: &Draft, sql: &str, schema: &DatabaseSchema) -> Vec<RejectRe
     if is_meta_commentary(&draft.amb_query) {
         reasons.push(RejectReason::MetaCommentary);
     }
+    if words_of(&draft.amb_query) == words_of(&draft.clear_query) {
+        reasons.push(RejectReason::NotUnderspecified);
+    }
     reasons
+}
+
+/// The lower-case words of `text`, punctuation dropped.
+fn words_of(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
 }
 
 /// Whether a sentence of four words or more occurs twice in `text`.
@@ -126,8 +141,11 @@ fn repeats_a_sentence(text: &str) -> bool {
 }
 
 /// Phrases with which a request comments on its own vagueness.
-const META_PHRASES: [&str; 7] = [
+const META_PHRASES: [&str; 10] = [
     "not sure",
+    "don't know",
+    "do not know",
+    "not certain",
     "without specifying",
     "unspecified",
     "ambiguous",

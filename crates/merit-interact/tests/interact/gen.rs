@@ -212,6 +212,12 @@ fn verification_accepts_a_good_draft_and_rejects_each_bad_case() {
         d.amb_query.push_str(meta);
         check(d, RejectReason::MetaCommentary);
     }
+    let mut d = good_draft();
+    d.amb_query.push_str(" I don't know which ones.");
+    check(d, RejectReason::MetaCommentary);
+    let mut d = good_draft();
+    d.amb_query = format!("{}!", d.clear_query.to_uppercase());
+    check(d, RejectReason::NotUnderspecified);
     // Short parentheticals (an acronym, a unit) are fine.
     let mut d = good_draft();
     d.amb_query.push_str(" (in USD)");
