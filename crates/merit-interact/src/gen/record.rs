@@ -187,6 +187,10 @@ pub struct RejectionLine {
     /// For a malformed reply: what was wrong with the last one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// The last well-formed draft, when there was one (kept so a rejection can be inspected,
+    /// and the checks tuned, without asking the model again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft: Option<Draft>,
 }
 
 /// The generator's view of a shared JSONL failure.

@@ -190,6 +190,7 @@ pub fn generate_tasks(
                 target_id: target.target_id.clone(),
                 reasons: reasons.clone(),
                 detail,
+                draft: outcome.draft.as_ref().ok().cloned(),
             })?;
             count(&mut report, &reasons);
             on_target(target, &TargetOutcome::Rejected(reasons));

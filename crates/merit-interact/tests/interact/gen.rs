@@ -378,6 +378,15 @@ fn generation_writes_records_logs_rejections_retries_and_resumes() {
     assert!(records.iter().all(|r| r.target_id() != leaky_id));
     let rejections = read_rejections(&rejection_path(&out)).unwrap();
     assert_eq!(rejections.len(), 2);
+    // The leaky draft is kept for inspection; the malformed target has none.
+    let leaky = rejections.iter().find(|r| r.target_id == leaky_id).unwrap();
+    assert!(leaky
+        .draft
+        .as_ref()
+        .unwrap()
+        .amb_query
+        .contains("Singer_ID"));
+    assert!(rejections.iter().any(|r| r.draft.is_none()));
 
     // Resume: nothing is asked again.
     let calls_before = model.seen().len();
