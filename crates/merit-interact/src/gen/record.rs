@@ -128,7 +128,10 @@ impl GeneratedTask {
         {
             let critical = kind != "sort_ambiguity";
             let entry = AmbiguityEntry {
-                term: term.clone(),
+                // The request's own spelling: verification matched the term ignoring case.
+                term: super::verify::find_term(&draft.amb_query, term)
+                    .unwrap_or(term)
+                    .to_string(),
                 sql_snippet: sql_snippet.clone(),
                 is_mask: critical,
                 kind: kind.clone(),

@@ -41,7 +41,7 @@ pub fn describe_problems(
                 let missing: Vec<String> = draft
                     .ambiguities
                     .iter()
-                    .filter(|a| a.term.trim().is_empty() || !draft.amb_query.contains(a.term.as_str()))
+                    .filter(|a| super::verify::find_term(&draft.amb_query, &a.term).is_none())
                     .map(|a| format!("\"{}\"", a.term))
                     .collect();
                 lines.push(format!(

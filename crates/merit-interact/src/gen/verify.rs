@@ -78,7 +78,7 @@ pub fn verify(draft: &Draft, sql: &str, schema: &DatabaseSchema) -> Vec<RejectRe
     if draft
         .ambiguities
         .iter()
-        .any(|a| a.term.trim().is_empty() || !draft.amb_query.contains(a.term.as_str()))
+        .any(|a| find_term(&draft.amb_query, &a.term).is_none())
     {
         reasons.push(RejectReason::TermNotInRequest);
     }
@@ -127,6 +127,38 @@ fn words_of(text: &str) -> Vec<String> {
         .filter(|w| !w.is_empty())
         .map(str::to_lowercase)
         .collect()
+}
+
+/// Where `term` occurs in `request`, ignoring case: the request's own spelling of it (`None`
+/// for an empty term or none found). Small models capitalise terms they copy ("Descending"
+/// for "descending"); the record stores the request's spelling, so its terms are verbatim.
+pub fn find_term<'r>(request: &'r str, term: &str) -> Option<&'r str> {
+    let term = term.trim();
+    if term.is_empty() {
+        return None;
+    }
+    if let Some(start) = request.find(term) {
+        return Some(&request[start..start + term.len()]);
+    }
+    // Case-insensitive search over char boundaries; lower-casing can change byte lengths, so
+    // compare char by char rather than searching a lower-cased copy.
+    let wanted: Vec<char> = term.chars().flat_map(char::to_lowercase).collect();
+    for (start, _) in request.char_indices() {
+        let mut matched = 0;
+        for (offset, c) in request[start..].char_indices() {
+            let lower: Vec<char> = c.to_lowercase().collect();
+            if wanted.len() < matched + lower.len()
+                || wanted[matched..matched + lower.len()] != lower[..]
+            {
+                break;
+            }
+            matched += lower.len();
+            if matched == wanted.len() {
+                return Some(&request[start..start + offset + c.len_utf8()]);
+            }
+        }
+    }
+    None
 }
 
 /// Whether a sentence of four words or more occurs twice in `text`.

@@ -7,7 +7,7 @@ use merit_interact::gen::perturb::{PerturbKind, Target};
 use merit_interact::gen::record::read_rejections;
 use merit_interact::gen::run::rejection_path;
 use merit_interact::gen::stats::tokenize;
-use merit_interact::gen::verify::find_leaks;
+use merit_interact::gen::verify::{find_leaks, find_term};
 use merit_interact::gen::{
     compute_stats, generate_tasks, load_seeds, perturb_seeds, read_generated, self_bleu, verify,
     write_spider_metafiles, Draft, DraftAmbiguity, GenConfig, GeneratedTask, PerturbConfig,
@@ -176,7 +176,13 @@ fn verification_accepts_a_good_draft_and_rejects_each_bad_case() {
     d.ambiguities[0].term = "elderly".to_string();
     check(d, RejectReason::TermNotInRequest);
     let mut d = good_draft();
-    d.ambiguities[1].term = "A few".to_string(); // case differs: not verbatim
+    d.ambiguities[1].term = "A Few".to_string(); // case differs: found, stored as written
+    assert_eq!(verify(&d, SQL, &schema), vec![]);
+    assert_eq!(find_term(&d.amb_query, "A Few"), Some("a few"));
+    assert_eq!(find_term("Straße und Weg", "STRASSE"), None);
+    assert_eq!(find_term("Größe der Städte", "städte"), Some("Städte"));
+    let mut d = good_draft();
+    d.ambiguities[1].term = "a fee".to_string();
     check(d, RejectReason::TermNotInRequest);
     let mut d = good_draft();
     d.ambiguities[0].term = String::new();
