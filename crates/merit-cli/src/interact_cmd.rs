@@ -2,11 +2,11 @@
 //! BIRD-Interact-format tasks, with the model-driven user simulator and optionally the
 //! dual-level long-term memory, in a resumable run directory; and the summary of such runs.
 
-use crate::ask_cmd::{load_chat_model, load_embedder, reexec_with_passive_openmp};
-use crate::run_cmd::{merit_home, RUN_CONTEXT_SIZE};
+use crate::ask_cmd::{load_embedder, reexec_with_passive_openmp};
+use crate::interact_learn_cmd::{build_embedder, chat, open_store, ChatArgs};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
-use merit_core::model::{ChatModel, Embedder};
+use merit_core::model::Embedder;
 use merit_interact::agent::{AgentConfig, ReactAgent, ToolCallMode};
 use merit_interact::memory::{
     AdvisorConfig, Bm25Selector, CosineSelector, InsightConfig, InsightExtractor, Level,
@@ -19,8 +19,6 @@ use merit_interact::runlog::{
 use merit_interact::simulator::model::{ModelSimulator, ModelSimulatorConfig};
 use merit_interact::{sqlite_backend, Category, EnvConfig, TaskSet};
 use merit_learn::selector::LearnedSelector;
-use merit_models::cache::{CachedChat, CachedEmbedder, ReplyStore};
-use merit_models::openai::{OpenAiChat, OpenAiConfig, OpenAiEmbedder};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -74,18 +72,9 @@ pub struct InteractGenArgs {
     /// Also copy each database's SQLite file beside its metafiles.
     #[arg(long)]
     copy_databases: bool,
-    /// OpenAI-compatible chat server; default: the embedded model.
-    #[arg(long, requires = "llm_model")]
-    llm_url: Option<String>,
-    /// Model name on the chat server.
-    #[arg(long)]
-    llm_model: Option<String>,
-    /// Embedded chat model name (the issue suggests the 1.5B model for generation).
-    #[arg(long, default_value = merit_models::registry::DEFAULT_CHAT_MODEL)]
-    model: String,
-    /// Path of the embedded chat model's GGUF file (skips pulling).
-    #[arg(long)]
-    model_path: Option<PathBuf>,
+    /// The writing model (the 1.5B embedded model writes usable drafts; the 0.5B rarely).
+    #[command(flatten)]
+    chat: ChatArgs,
     /// Reply cache folder (default: `$MERIT_HOME/replies`).
     #[arg(long)]
     cache: Option<PathBuf>,
@@ -133,18 +122,9 @@ pub struct InteractRunArgs {
     /// Run directory (created, or continued when it holds a log).
     #[arg(long)]
     out: PathBuf,
-    /// OpenAI-compatible chat server for agent and simulator; default: the embedded model.
-    #[arg(long, requires = "llm_model")]
-    llm_url: Option<String>,
-    /// Model name on the chat server.
-    #[arg(long)]
-    llm_model: Option<String>,
-    /// Embedded chat model name.
-    #[arg(long, default_value = merit_models::registry::DEFAULT_CHAT_MODEL)]
-    model: String,
-    /// Path of the embedded chat model's GGUF file (skips pulling).
-    #[arg(long)]
-    model_path: Option<PathBuf>,
+    /// The model of the agent and of the user simulator.
+    #[command(flatten)]
+    chat: ChatArgs,
     /// Reply cache folder (default: `$MERIT_HOME/replies`).
     #[arg(long)]
     cache: Option<PathBuf>,
@@ -265,32 +245,9 @@ pub fn run(command: InteractCommand) -> Result<()> {
     }
 }
 
-/// A chat model behind the reply cache: a server when `url` is given, else the embedded one.
-fn cached_chat(
-    url: Option<&String>,
-    server_model: Option<&String>,
-    model: &str,
-    model_path: Option<&Path>,
-    cache: Option<&PathBuf>,
-) -> Result<Arc<dyn ChatModel>> {
-    let store = Arc::new(
-        ReplyStore::open(
-            cache
-                .cloned()
-                .unwrap_or_else(|| merit_home().join("replies")),
-        )
-        .context("cannot open the reply cache")?,
-    );
-    let live: Arc<dyn ChatModel> = match (url, server_model) {
-        (Some(url), Some(name)) => Arc::new(OpenAiChat::new(OpenAiConfig::new(url, name))?),
-        _ => Arc::new(load_chat_model(model, model_path, RUN_CONTEXT_SIZE)?),
-    };
-    Ok(Arc::new(CachedChat::from_arc(live, store)))
-}
-
 fn generate(args: InteractGenArgs) -> Result<()> {
     use merit_interact::gen;
-    if args.llm_url.is_none() {
+    if !args.chat.is_server() {
         reexec_with_passive_openmp();
     }
     let mut seeds = gen::load_seeds(&args.seeds, &args.split)?;
@@ -312,13 +269,7 @@ fn generate(args: InteractGenArgs) -> Result<()> {
     );
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;
-    let model = cached_chat(
-        args.llm_url.as_ref(),
-        args.llm_model.as_ref(),
-        &args.model,
-        args.model_path.as_deref(),
-        args.cache.as_ref(),
-    )?;
+    let model = chat(&args.chat, &open_store(args.cache.as_ref())?)?;
     let output = args.out.join("tasks.jsonl");
     let config = gen::GenConfig {
         max_new_records: args.limit,
@@ -421,7 +372,7 @@ fn stats(args: InteractStatsArgs) -> Result<()> {
 const LOG_FILE: &str = "episodes.jsonl";
 
 fn run_agent(args: InteractRunArgs) -> Result<()> {
-    if args.llm_url.is_none() {
+    if !args.chat.is_server() {
         reexec_with_passive_openmp();
     }
     let mut set = TaskSet::load(&args.tasks, &args.db_root)
@@ -450,23 +401,8 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;
 
-    let store = Arc::new(
-        ReplyStore::open(
-            args.cache
-                .clone()
-                .unwrap_or_else(|| merit_home().join("replies")),
-        )
-        .context("cannot open the reply cache")?,
-    );
-    let live: Arc<dyn ChatModel> = match (&args.llm_url, &args.llm_model) {
-        (Some(url), Some(model)) => Arc::new(OpenAiChat::new(OpenAiConfig::new(url, model))?),
-        _ => Arc::new(load_chat_model(
-            &args.model,
-            args.model_path.as_deref(),
-            RUN_CONTEXT_SIZE,
-        )?),
-    };
-    let model: Arc<dyn ChatModel> = Arc::new(CachedChat::from_arc(live, Arc::clone(&store)));
+    let store = open_store(args.cache.as_ref())?;
+    let model = chat(&args.chat, &store)?;
     let agent = ReactAgent::new(
         Arc::clone(&model),
         AgentConfig {
@@ -517,15 +453,12 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
         None => run_tasks(&spec, &agent, sqlite_backend, make_simulator, on_episode),
         Some(kind) => {
             let memory_args = &args.memory;
-            let embedder: Arc<dyn Embedder> =
-                match (&memory_args.embed_url, &memory_args.embed_model) {
-                    (Some(url), Some(name)) => {
-                        Arc::new(OpenAiEmbedder::new(OpenAiConfig::new(url, name), None)?)
-                    }
-                    _ => Arc::new(load_embedder(&memory_args.embedder, None)?),
-                };
-            let embedder: Arc<dyn Embedder> =
-                Arc::new(CachedEmbedder::from_arc(embedder, Arc::clone(&store)));
+            let embedder = build_embedder(
+                &memory_args.embedder,
+                memory_args.embed_url.as_ref(),
+                memory_args.embed_model.as_ref(),
+                &store,
+            )?;
             let selector_for = |level: Level| -> Result<Arc<dyn Selector>> {
                 Ok(match kind {
                     SelectorKind::Bm25 => Arc::new(Bm25Selector),

@@ -69,18 +69,31 @@ pub struct EmbedArgs {
     cache: Option<PathBuf>,
 }
 
-fn store(args: &EmbedArgs) -> Result<Arc<ReplyStore>> {
+impl ChatArgs {
+    /// Whether the model is a server (no embedded model to load).
+    pub fn is_server(&self) -> bool {
+        self.llm_url.is_some()
+    }
+}
+
+/// The reply cache at `cache`, or `$MERIT_HOME/replies`.
+pub fn open_store(cache: Option<&PathBuf>) -> Result<Arc<ReplyStore>> {
     Ok(Arc::new(
         ReplyStore::open(
-            args.cache
-                .clone()
+            cache
+                .cloned()
                 .unwrap_or_else(|| merit_home().join("replies")),
         )
         .context("cannot open the reply cache")?,
     ))
 }
 
-fn chat(args: &ChatArgs, store: &Arc<ReplyStore>) -> Result<Arc<dyn ChatModel>> {
+fn store(args: &EmbedArgs) -> Result<Arc<ReplyStore>> {
+    open_store(args.cache.as_ref())
+}
+
+/// The chat model of `args` behind the reply cache `store`.
+pub fn chat(args: &ChatArgs, store: &Arc<ReplyStore>) -> Result<Arc<dyn ChatModel>> {
     let live: Arc<dyn ChatModel> = match (&args.llm_url, &args.llm_model) {
         (Some(url), Some(name)) => Arc::new(OpenAiChat::new(OpenAiConfig::new(url, name))?),
         _ => {
@@ -97,11 +110,27 @@ fn chat(args: &ChatArgs, store: &Arc<ReplyStore>) -> Result<Arc<dyn ChatModel>> 
 
 /// The embedder behind the reply cache.
 pub fn embedder(args: &EmbedArgs, store: &Arc<ReplyStore>) -> Result<Arc<dyn Embedder>> {
-    let live: Arc<dyn Embedder> = match (&args.embed_url, &args.embed_model) {
+    build_embedder(
+        &args.embedder,
+        args.embed_url.as_ref(),
+        args.embed_model.as_ref(),
+        store,
+    )
+}
+
+/// An embedder behind the reply cache: the server `url` with `model` when given, else the
+/// embedded embedder `name`.
+pub fn build_embedder(
+    name: &str,
+    url: Option<&String>,
+    model: Option<&String>,
+    store: &Arc<ReplyStore>,
+) -> Result<Arc<dyn Embedder>> {
+    let live: Arc<dyn Embedder> = match (url, model) {
         (Some(url), Some(name)) => {
             Arc::new(OpenAiEmbedder::new(OpenAiConfig::new(url, name), None)?)
         }
-        _ => Arc::new(load_embedder(&args.embedder, None)?),
+        _ => Arc::new(load_embedder(name, None)?),
     };
     Ok(Arc::new(CachedEmbedder::from_arc(live, Arc::clone(store))))
 }
