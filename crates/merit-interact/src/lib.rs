@@ -22,7 +22,7 @@
 //! * [`runlog`]: the append-only episode log and the resumable driver [`run_tasks`].
 //! * [`prompts`]: the prompt templates (`merit-interact-prompts-v1`).
 //! * [`gen`]: task generation, SQL first: seed perturbation, model-written requests and
-//!   ambiguity maps (`merit-interact-gen-v1`), verification, resumable output, statistics.
+//!   ambiguity maps (`merit-interact-gen-v2`), verification, resumable output, statistics.
 //! * [`memory`]: the dual-level memory (episode and turn memories built from finished
 //!   trajectories, append-only JSONL), two-stage retrieval (embedding top-10, then a
 //!   [`memory::Selector`]: BM25, cosine or a prompted model; `merit-interact-memory-v1`).

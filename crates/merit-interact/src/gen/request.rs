@@ -1,5 +1,5 @@
 //! Model-written requests: one call (plus at most one retry) per target, through
-//! `merit_core::model::ChatModel`, greedy, with a `merit-interact-gen-v1/…` prompt version so
+//! `merit_core::model::ChatModel`, greedy, with a `merit-interact-gen-v2/…` prompt version so
 //! the reply cache keys on the template family.
 //!
 //! The model must answer one JSON object `{"clear_query", "amb_query", "ambiguities": [{"term",
@@ -20,7 +20,7 @@ use serde_json::Value;
 use sqlparser::ast::{GroupByExpr, LimitClause, OrderByKind, Query, SetExpr, TableFactor};
 
 /// The template family of the generator; bump it whenever a `gen_*.txt` template changes.
-pub const GEN_PROMPT_FAMILY: &str = "merit-interact-gen-v1";
+pub const GEN_PROMPT_FAMILY: &str = "merit-interact-gen-v2";
 
 /// The system message: what to write and the style rules.
 pub const GEN_SYSTEM: &str = include_str!("../../prompts/gen_system.txt");

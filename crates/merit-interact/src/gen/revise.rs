@@ -1,7 +1,7 @@
 //! One revision of a draft that is well formed but fails verification: the model gets its
 //! draft back with the specific problems (which terms are not in the request, which snippets
 //! are not in the SQL, which identifiers leak, how many details it blurred) and writes it
-//! again (`gen_revise.txt`, prompt version `merit-interact-gen-v1/revise`). The small
+//! again (`gen_revise.txt`, prompt version `merit-interact-gen-v2/revise`). The small
 //! embedded models get most drafts nearly right, so naming the faults turns many rejections
 //! into records; the revised draft goes through the same verification as any other.
 

@@ -352,7 +352,7 @@ fn generation_writes_records_logs_rejections_retries_and_resumes() {
     let revisions: Vec<String> = model
         .seen()
         .iter()
-        .filter(|r| r.prompt_version == "merit-interact-gen-v1/revise")
+        .filter(|r| r.prompt_version == "merit-interact-gen-v2/revise")
         .map(|r| r.messages.last().unwrap().content.clone())
         .collect();
     assert!(
@@ -370,11 +370,11 @@ fn generation_writes_records_logs_rejections_retries_and_resumes() {
     let requests = model.seen();
     for req in &requests {
         assert_eq!(req.decoding.temperature, 0.0);
-        assert!(req.prompt_version.starts_with("merit-interact-gen-v1/"));
+        assert!(req.prompt_version.starts_with("merit-interact-gen-v2/"));
     }
     let retry = requests
         .iter()
-        .find(|r| r.prompt_version == "merit-interact-gen-v1/request-retry")
+        .find(|r| r.prompt_version == "merit-interact-gen-v2/request-retry")
         .expect("a retry was sent");
     let last = &retry.messages.last().unwrap().content;
     assert!(last.contains("not valid JSON"), "{last}");
