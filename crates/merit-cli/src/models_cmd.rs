@@ -39,7 +39,7 @@ pub enum ModelsCommand {
         #[arg(long, conflicts_with = "names")]
         all: bool,
         /// Use this file or folder instead of fetching (one model only); the environment
-        /// variable MERIT_MODEL_PATH_<NAME> does the same per model.
+        /// variable `MERIT_MODEL_PATH_<NAME>` does the same per model.
         #[arg(long)]
         model_path: Option<PathBuf>,
         /// Re-hash cached files instead of trusting their sizes.

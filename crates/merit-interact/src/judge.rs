@@ -6,7 +6,7 @@
 //!   (protocol §11.8) because scores must stay comparable with the leaderboard;
 //! * the cell normalization and row comparison of the default test ([`normalize_cell`],
 //!   [`results_match`]) with Python's value semantics;
-//! * [`judge_submission`], which resets the database, runs the submission once, and picks the
+//! * `judge_submission`, which resets the database, runs the submission once, and picks the
 //!   default test (Query) or the Python test cases (Management).
 //!
 //! What a verdict tells the agent is decided in `env.rs` and is deliberately coarse: a failed

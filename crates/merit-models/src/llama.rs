@@ -18,7 +18,7 @@
 //!    in the cache: this is the largest speed lever on a CPU.
 //! 3. Tokens are chosen greedily (or sampled with `temperature` and `seed` when asked) until an
 //!    end-of-generation token (for Qwen 151645 `<|im_end|>` and 151643 `<|endoftext|>`), a
-//!    [`Decoding::stop`] string, [`Decoding::max_tokens`], or the end of the context window.
+//!    [`Decoding::stop`](merit_core::model::Decoding::stop) string, [`Decoding::max_tokens`](merit_core::model::Decoding::max_tokens), or the end of the context window.
 //! 4. With greedy decoding and [`LlamaConfig::prompt_lookup`] set, generation is sped up by
 //!    prompt-lookup (n-gram) speculative decoding: the last few generated tokens are looked up
 //!    in the prompt and the reply so far ([`PromptLookup`]), the tokens that followed them are

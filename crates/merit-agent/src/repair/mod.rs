@@ -1,7 +1,7 @@
 //! One MERIT repair episode, generic over the model, the oracle, the classifier and the memory.
 //!
 //! The episode follows §3.2 of the repair paper: judge the shared initial prediction; if it is
-//! wrong, repeat (classify the failure → retrieve precedents → [reflect] → generate one revision
+//! wrong, repeat (classify the failure → retrieve precedents → (reflect) → generate one revision
 //! greedily → judge) until the oracle confirms a revision or `K` revisions were made; then
 //! finalize, which is the only moment the memory may learn from the episode.
 //!

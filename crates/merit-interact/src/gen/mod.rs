@@ -8,7 +8,7 @@
 //!    sort direction, a changed or added LIMIT) with a seeded ChaCha RNG, and keep only targets
 //!    that run read-only within a deadline and return at least one row. Duplicates (by
 //!    normalised SQL) are dropped.
-//! 3. [`request`] + [`verify`]: a model writes a fully specified request, an underspecified
+//! 3. [`request`] + [`mod@verify`]: a model writes a fully specified request, an underspecified
 //!    one and an ambiguity map as strict JSON (one retry with the parse error fed back); a
 //!    record is rejected when a term is not verbatim in the request, a snippet not verbatim in
 //!    the SQL, the map has fewer than 2 or more than 6 entries, or the user text leaks schema

@@ -23,8 +23,8 @@
 //!   ([`PostgresServer::connect`] refuses one), because agent SQL runs with its rights: a
 //!   superuser could read and write server files (`COPY … TO PROGRAM`, `pg_read_file`).
 //!
-//! Values are decoded to judge cells exactly as psycopg2 would present them ([`value`]).
-//! [`load_sqlite_template`](PostgresServer::load_sqlite_template) builds a template from a
+//! Values are decoded to judge cells exactly as psycopg2 would present them (the `value` module).
+//! `PostgresServer::load_sqlite_template` builds a template from a
 //! mini-interact SQLite file, for tests and for running mini-interact on PostgreSQL.
 
 mod load;

@@ -23,8 +23,8 @@
 //!   `e.g.` and table names with dots, and a wrong rejection costs a teacher call; the length
 //!   cap catches the real failure (a paragraph).
 //! - **Wrapping.** A leading `<think>` block (reasoning models emit one before answering),
-//!   surrounding whitespace, and one Markdown code fence around the whole object (```` ```json
-//!   ````) are forgiven; any other text before or after the object is an error
+//!   surrounding whitespace, and one Markdown code fence around the whole object (three
+//!   backticks, optionally tagged `json`) are forgiven; any other text before or after the object is an error
 //!   ([`RubricError::Unreadable`]), because "the JSON object and nothing else" is the format
 //!   whose validity the agreement table measures. A fence is forgiven because it changes
 //!   nothing about what is read and models add it whatever the prompt says.
