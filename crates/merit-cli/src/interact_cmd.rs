@@ -2,11 +2,10 @@
 //! BIRD-Interact-format tasks, with the model-driven user simulator and optionally the
 //! dual-level long-term memory, in a resumable run directory; and the summary of such runs.
 
-use crate::ask_cmd::{load_embedder, reexec_with_passive_openmp};
+use crate::ask_cmd::reexec_with_passive_openmp;
 use crate::interact_learn_cmd::{build_embedder, chat, open_store, ChatArgs};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
-use merit_core::model::Embedder;
 use merit_interact::agent::{AgentConfig, ReactAgent, ToolCallMode};
 use merit_interact::memory::{
     AdvisorConfig, Bm25Selector, CosineSelector, InsightConfig, InsightExtractor, Level,
@@ -93,8 +92,8 @@ pub struct InteractStatsArgs {
     #[arg(long)]
     seeds: Vec<PathBuf>,
     /// Embedder for the mean pairwise cosine distance.
-    #[arg(long, default_value = merit_models::registry::DEFAULT_EMBEDDER)]
-    embedder: String,
+    #[command(flatten)]
+    embed: crate::interact_learn_cmd::EmbedArgs,
     /// Print JSON instead of Markdown.
     #[arg(long)]
     json: bool,
@@ -275,32 +274,48 @@ fn generate(args: InteractGenArgs) -> Result<()> {
         max_new_records: args.limit,
         ..gen::GenConfig::default()
     };
+    // The environment needs each database's metafiles beside the task file. They are written
+    // as soon as a database has its first record (and for records of earlier runs now), so a
+    // task file cut short by a kill is usable as it stands.
+    let mut with_metafiles: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    let mut ensure_metafiles = |db: &str| -> Result<()> {
+        if with_metafiles.contains(db) {
+            return Ok(());
+        }
+        let (Some(schema), Ok(file)) = (schemas.get(db), databases.locate(db)) else {
+            bail!("database {db} of a generated task is not under --tables/--db-dir");
+        };
+        gen::write_spider_metafiles(&args.out, schema, &file, args.copy_databases)?;
+        with_metafiles.insert(db.to_string());
+        Ok(())
+    };
+    for task in gen::read_generated(&output)? {
+        ensure_metafiles(&task.selected_database)?;
+    }
     let bar = crate::files::progress_bar(targets.len(), "targets");
     let mut written = 0usize;
+    let mut metafile_error: Option<anyhow::Error> = None;
     let report = gen::generate_tasks(
         &targets,
         &schemas,
         model.as_ref(),
         &output,
         &config,
-        &mut |_, outcome| {
-            written += usize::from(matches!(outcome, gen::TargetOutcome::Written));
+        &mut |target, outcome| {
+            if matches!(outcome, gen::TargetOutcome::Written) {
+                written += 1;
+                if let Err(error) = ensure_metafiles(&target.db_id) {
+                    metafile_error.get_or_insert(error);
+                }
+            }
             bar.inc(1);
             bar.set_message(format!("targets: {written} written"));
             crate::files::log_progress_when_not_a_terminal(&bar, 10);
         },
     )?;
     bar.finish_and_clear();
-    // The environment needs each database's metafiles beside the task file.
-    let used: std::collections::BTreeSet<String> = gen::read_generated(&output)?
-        .iter()
-        .map(|task| task.selected_database.clone())
-        .collect();
-    for db in &used {
-        let (Some(schema), Ok(file)) = (schemas.get(db), databases.locate(db)) else {
-            bail!("database {db} of a generated task is not under --tables/--db-dir");
-        };
-        gen::write_spider_metafiles(&args.out, schema, &file, args.copy_databases)?;
+    if let Some(error) = metafile_error {
+        return Err(error);
     }
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(())
@@ -309,7 +324,7 @@ fn generate(args: InteractGenArgs) -> Result<()> {
 fn stats(args: InteractStatsArgs) -> Result<()> {
     use merit_interact::gen;
     let databases = merit_data::DatabaseDir::new(&args.db_dir);
-    let embedder = load_embedder(&args.embedder, None)?;
+    let embedder = crate::interact_learn_cmd::embedder_for(&args.embed)?;
     let mut rows = Vec::new();
     for file in &args.tasks {
         let tasks = gen::read_generated(file)
@@ -317,7 +332,7 @@ fn stats(args: InteractStatsArgs) -> Result<()> {
         let figures = gen::compute_stats(
             &tasks,
             &databases,
-            Some(&embedder as &dyn Embedder),
+            Some(embedder.as_ref()),
             std::time::Duration::from_secs(30),
         )?;
         rows.push((file.display().to_string(), Some(figures), None));

@@ -108,6 +108,11 @@ pub fn chat(args: &ChatArgs, store: &Arc<ReplyStore>) -> Result<Arc<dyn ChatMode
     Ok(Arc::new(CachedChat::from_arc(live, Arc::clone(store))))
 }
 
+/// The embedder of `args` behind its reply cache.
+pub fn embedder_for(args: &EmbedArgs) -> Result<Arc<dyn Embedder>> {
+    embedder(args, &store(args)?)
+}
+
 /// The embedder behind the reply cache.
 pub fn embedder(args: &EmbedArgs, store: &Arc<ReplyStore>) -> Result<Arc<dyn Embedder>> {
     build_embedder(

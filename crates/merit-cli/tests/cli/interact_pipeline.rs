@@ -51,10 +51,34 @@ fn rubric(text: &str) -> String {
     .to_string()
 }
 
+/// A task-generation draft for the SQL in a generation prompt: two blurred details whose
+/// snippets are the first two words and the last word of the SQL.
+fn draft_for(text: &str) -> String {
+    let sql = text
+        .split("The query:\n")
+        .nth(1)
+        .and_then(|rest| rest.lines().next())
+        .unwrap_or("");
+    let words: Vec<&str> = sql.split(' ').collect();
+    let head = words[..2.min(words.len())].join(" ");
+    let tail = words[words.len().saturating_sub(1)..].join(" ");
+    json!({
+        "clear_query": "Give me exactly what I asked for, in full detail.",
+        "amb_query": "Give me the usual summary, the standard way.",
+        "ambiguities": [
+            {"term": "usual summary", "sql_snippet": head, "type": "intent_ambiguity"},
+            {"term": "standard way", "sql_snippet": tail, "type": "sort_ambiguity"}
+        ]
+    })
+    .to_string()
+}
+
 /// The stand-in server's answer to one chat request.
 fn chat(body: &Value) -> Value {
     let text = all_text(body);
-    let message = if text.contains("grading a single remembered step") {
+    let message = if text.contains("You turn a SQL query into the requests") {
+        json!({"role": "assistant", "content": draft_for(&text)})
+    } else if text.contains("grading a single remembered step") {
         json!({"role": "assistant", "content": rubric(&text)})
     } else if text.contains("full record of one finished attempt") {
         json!({"role": "assistant", "content": r#"{"worked": ["submitted a count"], "failed": [], "key_insight": "Warm means airtempc above 20.", "info_gaps": []}"#})
@@ -493,4 +517,97 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
         .unwrap();
     let text = String::from_utf8(report.stdout).unwrap();
     assert!(text.contains("Δ phase 1"), "{text}");
+}
+
+#[test]
+fn generated_task_sets_are_usable_as_they_grow_and_have_statistics() {
+    let server = serve();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let spider = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/spider");
+    let out = dir.path().join("gen");
+    let gen = |limit: &str| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_merit"));
+        command
+            .args([
+                "interact",
+                "gen",
+                "--split",
+                "dev",
+                "--seed-sample",
+                "12",
+                "--limit",
+                limit,
+            ])
+            .arg("--seeds")
+            .arg(spider.join("dev.json"))
+            .arg("--tables")
+            .arg(spider.join("tables.json"))
+            .arg("--db-dir")
+            .arg(spider.join("database"))
+            .arg("--out")
+            .arg(&out)
+            .args(["--llm-url", &server, "--llm-model", "stand-in", "--cache"])
+            .arg(&cache);
+        let output = command.output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    gen("2");
+    let first = lines(&out.join("tasks.jsonl"));
+    assert_eq!(first.len(), 2);
+    // Every database of a written record has its metafiles already.
+    for record in &first {
+        let db = record["selected_database"].as_str().unwrap();
+        assert!(
+            out.join(db).join(format!("{db}_schema.txt")).is_file(),
+            "{db}"
+        );
+    }
+    gen("2");
+    assert_eq!(
+        lines(&out.join("tasks.jsonl")).len(),
+        4,
+        "a second call continues"
+    );
+    // The set runs with databases from the Spider folder, and has its statistics.
+    let tasks = out.join("tasks.jsonl");
+    let run = dir.path().join("run");
+    merit(
+        &[
+            "interact",
+            "run",
+            "--tasks",
+            tasks.to_str().unwrap(),
+            "--db-root",
+            out.to_str().unwrap(),
+            "--sqlite-dir",
+            spider.join("database").to_str().unwrap(),
+            "--out",
+            run.to_str().unwrap(),
+        ],
+        &server,
+        &cache,
+        true,
+    );
+    assert_eq!(lines(&run.join("episodes.jsonl")).len(), 4);
+    let output = Command::new(env!("CARGO_BIN_EXE_merit"))
+        .args(["interact", "stats", "--json", "--db-dir"])
+        .arg(spider.join("database"))
+        .arg(&tasks)
+        .args(["--embed-url", &server, "--embed-model", "words", "--cache"])
+        .arg(&cache)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stats: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(stats[0]["generated"]["tasks"], 4);
+    assert_eq!(stats[0]["generated"]["execution_rate"], 1.0);
 }
