@@ -26,7 +26,7 @@ use std::sync::Arc;
 #[derive(Debug, Subcommand)]
 pub enum InteractCommand {
     /// Run the agent on a task file, with or without memory (resumable: finished tasks are skipped).
-    Run(InteractRunArgs),
+    Run(Box<InteractRunArgs>),
     /// Success per phase, reward, turns, tokens of one or more run directories.
     Report(InteractReportArgs),
     /// Generate tasks SQL first from Spider gold SQL (resumable; appends to OUT/tasks.jsonl).
@@ -131,6 +131,14 @@ pub struct InteractRunArgs {
     /// (auto; the embedded model has none), always the text protocol, or always native.
     #[arg(long, value_enum, default_value_t = ToolCallsArg::Auto)]
     tool_calls: ToolCallsArg,
+    /// Model calls per episode at most (the protocol's 60; fewer bounds what a small model
+    /// that never submits costs).
+    #[arg(long, default_value_t = merit_interact::env::DEFAULT_MAX_TURNS)]
+    max_turns: usize,
+    /// Observations are cut to this many characters in the agent's prompt (the log keeps them
+    /// whole).
+    #[arg(long, default_value_t = 12_000)]
+    observation_chars: usize,
     #[command(flatten)]
     memory: MemoryArgs,
 }
@@ -234,7 +242,7 @@ pub struct InteractReportArgs {
 /// Runs an `interact` subcommand.
 pub fn run(command: InteractCommand) -> Result<()> {
     match command {
-        InteractCommand::Run(args) => run_agent(args),
+        InteractCommand::Run(args) => run_agent(*args),
         InteractCommand::Report(args) => report(args),
         InteractCommand::Gen(args) => generate(args),
         InteractCommand::Stats(args) => stats(args),
@@ -426,6 +434,8 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
                 ToolCallsArg::Text => ToolCallMode::Text,
                 ToolCallsArg::Native => ToolCallMode::Native,
             },
+            max_turns: args.max_turns,
+            observation_chars: args.observation_chars,
             ..AgentConfig::default()
         },
     );
@@ -574,6 +584,8 @@ fn check_run_settings(args: &InteractRunArgs, model_id: &str) -> Result<()> {
         "ground_truth": args.ground_truth,
         "model": model_id,
         "tool_calls": format!("{:?}", args.tool_calls).to_lowercase(),
+        "max_turns": args.max_turns,
+        "observation_chars": args.observation_chars,
         "memory": &args.memory,
     });
     let path = args.out.join(SETTINGS_FILE);

@@ -588,12 +588,18 @@ fn generated_task_sets_are_usable_as_they_grow_and_have_statistics() {
             spider.join("database").to_str().unwrap(),
             "--out",
             run.to_str().unwrap(),
+            "--max-turns",
+            "3",
         ],
         &server,
         &cache,
         true,
     );
-    assert_eq!(lines(&run.join("episodes.jsonl")).len(), 4);
+    let episodes = lines(&run.join("episodes.jsonl"));
+    assert_eq!(episodes.len(), 4);
+    let settings: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("settings.json")).unwrap()).unwrap();
+    assert_eq!(settings["max_turns"], 3);
     let output = Command::new(env!("CARGO_BIN_EXE_merit"))
         .args(["interact", "stats", "--json", "--db-dir"])
         .arg(spider.join("database"))
