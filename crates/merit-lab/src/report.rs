@@ -73,8 +73,73 @@ pub struct Report {
     pub methods: Vec<MethodSummary>,
     /// Paired comparisons of `merit` against every other method (empty without `merit`).
     pub comparisons: Vec<Comparison>,
+    /// Failure types of the initial failures (each question once: the initial predictions
+    /// are shared by every method and seed), most frequent first; the composition half of the
+    /// paper's Table 5.
+    pub initial_failures: Vec<FailureShare>,
     /// Problems found in the records (e.g. a method missing a seed), reported not hidden.
     pub warnings: Vec<String>,
+}
+
+/// How many initial failures the classifier put in one type.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FailureShare {
+    /// Failure type name (`unclassified` when the record carries none).
+    pub failure_type: String,
+    /// Initial failures of that type.
+    pub count: usize,
+    /// Share of all initial failures, percent.
+    pub share_pct: f64,
+}
+
+/// The composition of the initial failures, counting each question once.
+///
+/// Each question's initial attempt is read from its first stream in display order (method
+/// rank, then seed), so the result does not depend on the order the records come in; in a
+/// real run every stream holds the same shared initial prediction anyway.
+fn initial_failure_composition(episodes: &[EpisodeRecord]) -> Vec<FailureShare> {
+    type StreamKey = ((usize, String), u64);
+    let mut first_attempt: BTreeMap<&str, (StreamKey, &merit_core::episode::AttemptRecord)> =
+        BTreeMap::new();
+    for episode in episodes {
+        let Some(initial) = episode.attempts.first() else {
+            continue;
+        };
+        let key = (method_rank(&episode.method), episode.seed);
+        let slot = first_attempt
+            .entry(episode.question_id.as_str())
+            .or_insert((key.clone(), initial));
+        if key < slot.0 {
+            *slot = (key, initial);
+        }
+    }
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for (_, attempt) in first_attempt.values() {
+        if attempt.status.is_correct() {
+            continue;
+        }
+        let name = attempt
+            .failure_type
+            .clone()
+            .unwrap_or_else(|| "unclassified".to_string());
+        *counts.entry(name).or_default() += 1;
+    }
+    let total: usize = counts.values().sum();
+    let mut shares: Vec<FailureShare> = counts
+        .into_iter()
+        .map(|(failure_type, count)| FailureShare {
+            failure_type,
+            count,
+            share_pct: count as f64 * 100.0 / total.max(1) as f64,
+        })
+        .collect();
+    // Most frequent first; the name breaks ties so the order never depends on anything else.
+    shares.sort_by(|a, b| {
+        b.count
+            .cmp(&a.count)
+            .then(a.failure_type.cmp(&b.failure_type))
+    });
+    shares
 }
 
 fn method_rank(method: &str) -> (usize, String) {
@@ -209,6 +274,7 @@ pub fn build_report(episodes: &[EpisodeRecord]) -> Report {
         questions: questions.len(),
         methods,
         comparisons,
+        initial_failures: initial_failure_composition(episodes),
         warnings,
     }
 }
@@ -307,6 +373,27 @@ pub fn render_markdown(report: &Report) -> String {
             );
         }
     }
+    if !report.initial_failures.is_empty() {
+        let total: usize = report.initial_failures.iter().map(|s| s.count).sum();
+        let _ = writeln!(
+            out,
+            "\n## Table 5 (composition): failure types of the {total} initial failures\n"
+        );
+        let _ = writeln!(out, "| Failure type | Count | Share % |");
+        let _ = writeln!(out, "| --- | --- | --- |");
+        for share in &report.initial_failures {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {:.2} |",
+                share.failure_type, share.count, share.share_pct
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\nThe classifier's accuracy against reference labels (the rest of Table 5) is \
+             `merit classify --validate`."
+        );
+    }
     let _ = writeln!(
         out,
         "\nDefinitions: Rep. = initial failures repaired; Steps = repair generations per initial \
@@ -391,6 +478,43 @@ mod tests {
             }
         }
         records
+    }
+
+    #[test]
+    fn initial_failures_are_counted_once_per_question_by_type() {
+        let mut records = Vec::new();
+        for seed in 0..3 {
+            for (q, kind) in [
+                (0, Some("schema_linking")),
+                (1, Some("result_mismatch")),
+                (2, None),
+            ]
+            .into_iter()
+            .chain([(3, Some("result_mismatch"))])
+            {
+                let mut episode = record("merit", seed, q, None);
+                episode.attempts[0].failure_type = kind.map(str::to_string);
+                records.push(episode);
+            }
+            // A question answered correctly at once is no initial failure.
+            records.push(record("merit", seed, 4, Some(0)));
+        }
+        let report = build_report(&records);
+        let shares: Vec<(&str, usize)> = report
+            .initial_failures
+            .iter()
+            .map(|s| (s.failure_type.as_str(), s.count))
+            .collect();
+        assert_eq!(
+            shares,
+            [
+                ("result_mismatch", 2),
+                ("schema_linking", 1),
+                ("unclassified", 1)
+            ]
+        );
+        assert!((report.initial_failures[0].share_pct - 50.0).abs() < 1e-9);
+        assert!(render_markdown(&report).contains("| result_mismatch | 2 | 50.00 |"));
     }
 
     #[test]

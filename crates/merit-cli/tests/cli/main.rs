@@ -2,6 +2,7 @@
 //! would be another long link of llama.cpp and candle, and a few hundred megabytes in CI).
 
 mod ask_concert_singer;
+mod bench_repair_scripted;
 mod cli_eval;
 mod cli_report;
 mod interact_pipeline;
