@@ -24,6 +24,12 @@ PRM_PAIRS=${PRM_PAIRS:-300}
 RUNS=${RUNS:-runs/interact}
 RESULTS=${RESULTS:-docs/results/interact}
 STOP_AFTER=${STOP_AFTER:-all}   # gen | baseline | memory | learn | all
+# The agent's budget in every run, rollout and fork. 20 model calls is the BIRD-Interact
+# reference CLI's default (its scripts use 60): the small embedded model rarely submits, and
+# each further turn re-reads a growing conversation on the CPU. Observations are cut in the
+# prompt only (the logs keep them whole).
+MAX_TURNS=${MAX_TURNS:-20}
+OBSERVATION_CHARS=${OBSERVATION_CHARS:-2000}
 
 mkdir -p "$RUNS" "$RESULTS"
 step() { echo "== $(date -u +%FT%TZ) $*" >&2; }
@@ -49,14 +55,14 @@ generate() { # generate SPLIT SEEDS_FILE SEED_SAMPLE TARGET
   done
 }
 step "task generation"
-generate train "$SPIDER/train.json" "$TRAIN_SEEDS" "$TRAIN_TASKS"
 generate dev "$SPIDER/dev.json" "$EVAL_SEEDS" "$EVAL_TASKS"
+generate train "$SPIDER/train.json" "$TRAIN_SEEDS" "$TRAIN_TASKS"
 record "$RESULTS/task-sets.md" "$MERIT" interact stats data/interact-train/tasks.jsonl \
   data/interact-dev/tasks.jsonl --db-dir "$SPIDER/database" \
   --seeds "$SPIDER/train.json" --seeds "$SPIDER/dev.json"
 [ "$STOP_AFTER" = gen ] && exit 0
 
-common=(--sqlite-dir "$SPIDER/database")
+common=(--sqlite-dir "$SPIDER/database" --max-turns "$MAX_TURNS" --observation-chars "$OBSERVATION_CHARS")
 train_set=(--tasks data/interact-train/tasks.jsonl --db-root data/interact-train "${common[@]}")
 eval_set=(--tasks data/interact-dev/tasks.jsonl --db-root data/interact-dev "${common[@]}")
 

@@ -37,10 +37,10 @@ pub enum InteractCommand {
     #[command(subcommand)]
     Prm(crate::interact_learn_cmd::PrmCommand),
     /// Train an episode- or turn-level selector with PPO (checkpoint + learning curve).
-    TrainSelector(crate::interact_learn_cmd::TrainSelectorArgs),
+    TrainSelector(Box<crate::interact_learn_cmd::TrainSelectorArgs>),
     /// Fork logged episodes at a frozen turn with no, BM25, cosine and learned turn memory
     /// (next-action validity and final success).
-    Counterfactual(crate::interact_learn_cmd::CounterfactualArgs),
+    Counterfactual(Box<crate::interact_learn_cmd::CounterfactualArgs>),
 }
 
 /// Arguments of `merit interact gen`.
@@ -131,14 +131,8 @@ pub struct InteractRunArgs {
     /// (auto; the embedded model has none), always the text protocol, or always native.
     #[arg(long, value_enum, default_value_t = ToolCallsArg::Auto)]
     tool_calls: ToolCallsArg,
-    /// Model calls per episode at most (the protocol's 60; fewer bounds what a small model
-    /// that never submits costs).
-    #[arg(long, default_value_t = merit_interact::env::DEFAULT_MAX_TURNS)]
-    max_turns: usize,
-    /// Observations are cut to this many characters in the agent's prompt (the log keeps them
-    /// whole).
-    #[arg(long, default_value_t = 12_000)]
-    observation_chars: usize,
+    #[command(flatten)]
+    budget: crate::interact_learn_cmd::AgentBudgetArgs,
     #[command(flatten)]
     memory: MemoryArgs,
 }
@@ -247,8 +241,8 @@ pub fn run(command: InteractCommand) -> Result<()> {
         InteractCommand::Gen(args) => generate(args),
         InteractCommand::Stats(args) => stats(args),
         InteractCommand::Prm(command) => crate::interact_learn_cmd::prm(command),
-        InteractCommand::TrainSelector(args) => crate::interact_learn_cmd::train_selector(args),
-        InteractCommand::Counterfactual(args) => crate::interact_learn_cmd::counterfactual(args),
+        InteractCommand::TrainSelector(args) => crate::interact_learn_cmd::train_selector(*args),
+        InteractCommand::Counterfactual(args) => crate::interact_learn_cmd::counterfactual(*args),
     }
 }
 
@@ -434,8 +428,8 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
                 ToolCallsArg::Text => ToolCallMode::Text,
                 ToolCallsArg::Native => ToolCallMode::Native,
             },
-            max_turns: args.max_turns,
-            observation_chars: args.observation_chars,
+            max_turns: args.budget.max_turns,
+            observation_chars: args.budget.observation_chars,
             ..AgentConfig::default()
         },
     );
@@ -584,8 +578,8 @@ fn check_run_settings(args: &InteractRunArgs, model_id: &str) -> Result<()> {
         "ground_truth": args.ground_truth,
         "model": model_id,
         "tool_calls": format!("{:?}", args.tool_calls).to_lowercase(),
-        "max_turns": args.max_turns,
-        "observation_chars": args.observation_chars,
+        "max_turns": args.budget.max_turns,
+        "observation_chars": args.budget.observation_chars,
         "memory": &args.memory,
     });
     let path = args.out.join(SETTINGS_FILE);

@@ -35,6 +35,31 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// What one episode of the agent may cost: the same options for runs, selector training and
+/// counterfactual forks, so that a selector trains on episodes like those it is evaluated on.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct AgentBudgetArgs {
+    /// Model calls per episode at most (the protocol's 60; fewer bounds what a small model
+    /// that never submits costs).
+    #[arg(long, default_value_t = merit_interact::env::DEFAULT_MAX_TURNS)]
+    pub max_turns: usize,
+    /// Observations are cut to this many characters in the agent's prompt (the log keeps them
+    /// whole).
+    #[arg(long, default_value_t = 12_000)]
+    pub observation_chars: usize,
+}
+
+impl AgentBudgetArgs {
+    /// The agent configuration these options give (text or native actions as the default).
+    pub fn agent_config(&self) -> AgentConfig {
+        AgentConfig {
+            max_turns: self.max_turns,
+            observation_chars: self.observation_chars,
+            ..AgentConfig::default()
+        }
+    }
+}
+
 /// The chat model of a command: a server, or an embedded GGUF model.
 #[derive(Debug, Args)]
 pub struct ChatArgs {
@@ -249,6 +274,9 @@ pub struct TrainSelectorArgs {
     /// Candidates per retrieval (the paper's 10).
     #[arg(long, default_value_t = 10)]
     candidates: usize,
+    /// Episode level: the agent's budget in the rollouts (use the evaluation runs' values).
+    #[command(flatten)]
+    budget: AgentBudgetArgs,
     #[command(flatten)]
     chat: ChatArgs,
     #[command(flatten)]
@@ -573,7 +601,7 @@ pub fn train_selector(args: TrainSelectorArgs) -> Result<()> {
             }
             let memory = open_memory(memory_dir, embedder.as_ref())?;
             let model = chat(&args.chat, &store)?;
-            let agent = ReactAgent::new(Arc::clone(&model), AgentConfig::default());
+            let agent = ReactAgent::new(Arc::clone(&model), args.budget.agent_config());
             let spec = EpisodeTraining {
                 set: &set,
                 instance_ids: &ids,
@@ -688,6 +716,9 @@ pub struct CounterfactualArgs {
     /// Markdown table written here (and printed); a JSON file of every fork beside it.
     #[arg(long)]
     out: PathBuf,
+    /// The agent's budget in the forks (use the values of the run being forked).
+    #[command(flatten)]
+    budget: AgentBudgetArgs,
     #[command(flatten)]
     chat: ChatArgs,
     #[command(flatten)]
@@ -708,7 +739,7 @@ pub fn counterfactual(args: CounterfactualArgs) -> Result<()> {
     let records = read_log(&args.run.join("episodes.jsonl"))?.records;
     let memory = open_memory(&args.memory_from, embedder.as_ref())?;
     let model = chat(&args.chat, &store)?;
-    let agent = ReactAgent::new(Arc::clone(&model), AgentConfig::default());
+    let agent = ReactAgent::new(Arc::clone(&model), args.budget.agent_config());
     let learned = match &args.turn_selector {
         Some(path) => Some(
             merit_learn::selector::LearnedSelector::load(path, Level::Turn, embedder.dimension())
