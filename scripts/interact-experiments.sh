@@ -27,9 +27,11 @@ STOP_AFTER=${STOP_AFTER:-all}   # gen | baseline | memory | learn | all
 # The agent's budget in every run, rollout and fork. 20 model calls is the BIRD-Interact
 # reference CLI's default (its scripts use 60): the small embedded model rarely submits, and
 # each further turn re-reads a growing conversation on the CPU. Observations are cut in the
-# prompt only (the logs keep them whole).
+# prompt only (the logs keep them whole). 320 tokens hold a thought and a long query; the
+# 0.5B model otherwise repeats its action up to the 1024-token default on every turn.
 MAX_TURNS=${MAX_TURNS:-20}
 OBSERVATION_CHARS=${OBSERVATION_CHARS:-2000}
+MAX_TOKENS=${MAX_TOKENS:-320}
 
 mkdir -p "$RUNS" "$RESULTS"
 step() { echo "== $(date -u +%FT%TZ) $*" >&2; }
@@ -62,7 +64,7 @@ record "$RESULTS/task-sets.md" "$MERIT" interact stats data/interact-train/tasks
   --seeds "$SPIDER/train.json" --seeds "$SPIDER/dev.json"
 [ "$STOP_AFTER" = gen ] && exit 0
 
-common=(--sqlite-dir "$SPIDER/database" --max-turns "$MAX_TURNS" --observation-chars "$OBSERVATION_CHARS")
+common=(--sqlite-dir "$SPIDER/database" --max-turns "$MAX_TURNS" --observation-chars "$OBSERVATION_CHARS" --max-tokens "$MAX_TOKENS")
 train_set=(--tasks data/interact-train/tasks.jsonl --db-root data/interact-train "${common[@]}")
 eval_set=(--tasks data/interact-dev/tasks.jsonl --db-root data/interact-dev "${common[@]}")
 

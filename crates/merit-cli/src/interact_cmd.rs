@@ -428,9 +428,7 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
                 ToolCallsArg::Text => ToolCallMode::Text,
                 ToolCallsArg::Native => ToolCallMode::Native,
             },
-            max_turns: args.budget.max_turns,
-            observation_chars: args.budget.observation_chars,
-            ..AgentConfig::default()
+            ..args.budget.agent_config()
         },
     );
     let log = args.out.join(LOG_FILE);
@@ -580,6 +578,7 @@ fn check_run_settings(args: &InteractRunArgs, model_id: &str) -> Result<()> {
         "tool_calls": format!("{:?}", args.tool_calls).to_lowercase(),
         "max_turns": args.budget.max_turns,
         "observation_chars": args.budget.observation_chars,
+        "max_tokens": args.budget.max_tokens,
         "memory": &args.memory,
     });
     let path = args.out.join(SETTINGS_FILE);

@@ -47,6 +47,10 @@ pub struct AgentBudgetArgs {
     /// whole).
     #[arg(long, default_value_t = 12_000)]
     pub observation_chars: usize,
+    /// Tokens one agent reply may generate (a small model that runs on past its action
+    /// otherwise spends the whole allowance on every turn).
+    #[arg(long, default_value_t = 1024)]
+    pub max_tokens: u32,
 }
 
 impl AgentBudgetArgs {
@@ -55,6 +59,7 @@ impl AgentBudgetArgs {
         AgentConfig {
             max_turns: self.max_turns,
             observation_chars: self.observation_chars,
+            max_tokens: self.max_tokens,
             ..AgentConfig::default()
         }
     }

@@ -1,8 +1,9 @@
 //! The base agent: a ReAct loop over an [`Environment`], one action per model call.
 //!
 //! Each turn the model gets the whole conversation so far (system prompt, the opening, and
-//! every earlier reply with its observation as alternating messages), writes a thought and one
-//! action, and the action goes to [`Environment::step_with_thought`]. Replies are read by
+//! every earlier turn with its observation as alternating messages; a turn whose action was
+//! read is kept in the documented `Thought:`/`Action:` form, not as the raw reply, see
+//! `history_text`), writes a thought and one action, and the action goes to [`Environment::step_with_thought`]. Replies are read by
 //! [`parse::parse_reply`], which never fails: an unreadable reply becomes an unknown or empty
 //! action that the environment charges (0.2) and answers like any other, and the next message
 //! adds a one-line format hint. The loop ends when the environment ends the episode (solved,
@@ -445,6 +446,8 @@ impl ReactAgent {
                 parse: parsed.kind,
                 tool_call: tool_call.clone(),
             });
+            let step_action = parsed.action.clone();
+            let step_thought = parsed.thought.clone();
             let thought = (!parsed.thought.is_empty()).then_some(parsed.thought);
             let step = env.step_with_thought(parsed.action, thought)?;
             let observation = prompts::fill(
@@ -468,7 +471,11 @@ impl ReactAgent {
                     messages.push(ChatMessage::tool_result(id, observation));
                 }
                 None => {
-                    messages.push(ChatMessage::assistant(reply.text.trim().to_string()));
+                    messages.push(ChatMessage::assistant(history_text(
+                        &reply.text,
+                        known.then_some(&step_action),
+                        &step_thought,
+                    )));
                     messages.push(ChatMessage::user(observation));
                 }
             }
@@ -484,5 +491,21 @@ impl ReactAgent {
             stop,
             injections,
         })
+    }
+}
+
+/// Longest unreadable reply kept in the conversation, in characters.
+const UNREADABLE_REPLY_CHARS: usize = 600;
+
+/// What the conversation keeps of a text-protocol reply. A reply whose action was read is
+/// kept as that one turn in the documented form ([`parse::render_turn`]): small models often
+/// run on after their action (more actions, invented observations) until the token limit,
+/// and keeping that text would both grow every later prompt and show the model its own
+/// runaway output as the pattern to follow. The full reply stays in the episode log. An
+/// unreadable reply is kept as written (cut), so the format hint that follows makes sense.
+fn history_text(reply: &str, action: Option<&crate::action::ActionCall>, thought: &str) -> String {
+    match action {
+        Some(action) => parse::render_turn(thought, action),
+        None => cut_chars(reply.trim(), UNREADABLE_REPLY_CHARS),
     }
 }

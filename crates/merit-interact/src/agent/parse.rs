@@ -736,9 +736,64 @@ fn value_text(value: &Value) -> String {
     }
 }
 
+/// The text-protocol form of one turn, `Thought: …` then `Action: name(args)`: what the
+/// conversation keeps of a reply whose action was read. Arguments holding a newline or a
+/// double quote go in triple quotes (as the system prompt shows for SQL), others in double
+/// quotes, so [`parse_reply`] reads the same action back.
+pub fn render_turn(thought: &str, action: &ActionCall) -> String {
+    let args: Vec<String> = action
+        .args
+        .iter()
+        .map(|arg| {
+            if arg.contains('\n') || arg.contains('"') {
+                format!("\"\"\"{arg}\"\"\"")
+            } else {
+                format!("\"{arg}\"")
+            }
+        })
+        .collect();
+    let call = format!("Action: {}({})", action.name, args.join(", "));
+    let thought = thought.trim();
+    if thought.is_empty() {
+        call
+    } else {
+        format!("Thought: {thought}\n{call}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rendered_turn_reads_back_as_the_same_action() {
+        let actions = [
+            ActionCall::get_schema(),
+            ActionCall::execute("SELECT name FROM pets WHERE weight > 11"),
+            ActionCall::execute("SELECT \"name\"\nFROM pets\nWHERE kind = 'dog'"),
+            ActionCall::get_column_meaning("orders", "total"),
+            ActionCall::new(
+                Target::User,
+                "ask",
+                vec!["Which weight unit do you mean?".into()],
+            ),
+            ActionCall::new(
+                Target::User,
+                "submit",
+                vec!["SELECT count(*) FROM pets".into()],
+            ),
+        ];
+        for action in actions {
+            let text = render_turn("  look first ", &action);
+            let parsed = parse_reply(&text);
+            assert_eq!(parsed.action, action, "{text}");
+            assert_eq!(parsed.thought, "look first");
+        }
+        assert_eq!(
+            render_turn("", &ActionCall::get_schema()),
+            "Action: get_schema()"
+        );
+    }
 
     fn call(text: &str) -> ActionCall {
         parse_reply(text).action

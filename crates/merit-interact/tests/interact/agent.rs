@@ -245,6 +245,56 @@ fn long_observations_are_cut_in_the_prompt_but_kept_in_the_trajectory() {
     assert!(second.len() < 300);
 }
 
+#[test]
+fn a_runaway_reply_is_kept_as_its_one_turn_while_the_log_keeps_it_whole() {
+    let (_dir, set) = custom_tasks(&[warm_task("alien_9107", false)]);
+    let mut env = environment(
+        &set,
+        "alien_9107",
+        ScriptedSimulator::default(),
+        EnvConfig::default(),
+    );
+    // What the small embedded model does: one action, then the same call again and again
+    // until the token limit, with an invented observation in between.
+    let runaway = format!(
+        "Thought: count them.\nAction: execute(\"\"\"\nSELECT COUNT(*) FROM observatories\n\"\"\")\n{}",
+        "\nObservation: 3\nAction: submit(\"SELECT 3\")\n".repeat(20)
+    );
+    let first = runaway.clone();
+    let model = ScriptedModel::new("runaway", move |_, i| {
+        Ok(if i == 0 {
+            first.clone()
+        } else {
+            "nonsense without an action".into()
+        })
+    });
+    let agent = ReactAgent::new(
+        model.clone(),
+        AgentConfig {
+            max_turns: 3,
+            ..AgentConfig::default()
+        },
+    );
+    let result = agent.run(&mut env).unwrap();
+    assert_eq!(
+        result.turns[0].reply, runaway,
+        "the log keeps the reply whole"
+    );
+    let second = &model.seen()[1];
+    let kept = &second.messages[second.messages.len() - 2];
+    assert_eq!(kept.role, Role::Assistant);
+    assert_eq!(
+        kept.content,
+        "Thought: count them.\nAction: execute(\"\"\"\nSELECT COUNT(*) FROM observatories\n\"\"\")"
+    );
+    // An unreadable reply is kept as written, so the format hint after it makes sense.
+    let third = &model.seen()[2];
+    assert_eq!(
+        third.messages[third.messages.len() - 2].content,
+        "nonsense without an action"
+    );
+}
+
 /// How a [`ToolModel`] answers the `index`-th request.
 type Reply = dyn Fn(&ChatRequest, usize) -> ChatReply + Send + Sync;
 
