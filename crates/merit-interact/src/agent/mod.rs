@@ -70,6 +70,12 @@ pub enum ToolCallMode {
 /// The hint added after a reply without a readable action.
 pub const FORMAT_HINT: &str = "(Your last reply had no action I could read. Answer with a line `Thought: ...` and then one line `Action: name(arguments)`, for example `Action: get_schema()`.)";
 
+/// Added after the observation of an action the agent had already taken, word for word, in
+/// this episode. Small models under greedy decoding otherwise repeat a failing action until the
+/// budget is gone: the same conversation gives the same reply. The note is the agent's own
+/// (the environment's observation is unchanged), and costs nothing.
+pub const REPEAT_HINT: &str = "(You had already taken exactly this action in this task, and its result has not changed. Repeating it will not help: take a different action, e.g. look at the schema, ask the user, or change the query.)";
+
 /// Settings of the agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentConfig {
@@ -369,6 +375,8 @@ impl ReactAgent {
         let mut messages = vec![ChatMessage::system(system_for(native)), opening];
         let mut usage = AgentUsage::default();
         let mut turns = Vec::new();
+        // Every readable action taken so far, to notice a word-for-word repeat.
+        let mut taken: Vec<crate::action::ActionCall> = Vec::new();
         let mut stop = AgentStop::TurnCap;
         while turns.len() < self.config.max_turns {
             if env.is_done() {
@@ -447,6 +455,10 @@ impl ReactAgent {
                 tool_call: tool_call.clone(),
             });
             let step_action = parsed.action.clone();
+            let repeated = known && taken.contains(&step_action);
+            if known {
+                taken.push(step_action.clone());
+            }
             let step_thought = parsed.thought.clone();
             let thought = (!parsed.thought.is_empty()).then_some(parsed.thought);
             let step = env.step_with_thought(parsed.action, thought)?;
@@ -457,7 +469,14 @@ impl ReactAgent {
                         "observation",
                         &cut_chars(&step.observation, self.config.observation_chars),
                     ),
-                    ("hint", if known { "" } else { FORMAT_HINT }),
+                    (
+                        "hint",
+                        match (known, repeated) {
+                            (false, _) => FORMAT_HINT,
+                            (true, true) => REPEAT_HINT,
+                            (true, false) => "",
+                        },
+                    ),
                 ],
             );
             let observation = observation.trim_end().to_string();

@@ -295,6 +295,43 @@ fn a_runaway_reply_is_kept_as_its_one_turn_while_the_log_keeps_it_whole() {
     );
 }
 
+#[test]
+fn a_word_for_word_repeat_gets_the_agents_note_and_a_first_try_does_not() {
+    let (_dir, set) = custom_tasks(&[warm_task("alien_9108", false)]);
+    let mut env = environment(
+        &set,
+        "alien_9108",
+        ScriptedSimulator::default(),
+        EnvConfig::default(),
+    );
+    let model = ScriptedModel::replies(
+        "repeater",
+        vec![
+            "Action: execute(\"SELECT 1\")".into(),
+            "Action: execute(\"SELECT 1\")".into(),
+            "Action: execute(\"SELECT 2\")".into(),
+        ],
+    );
+    let agent = ReactAgent::new(
+        model.clone(),
+        AgentConfig {
+            max_turns: 4,
+            ..AgentConfig::default()
+        },
+    );
+    agent.run(&mut env).unwrap();
+    let last_message = |i: usize| model.seen()[i].messages.last().unwrap().content.clone();
+    assert!(!last_message(1).contains(merit_interact::agent::REPEAT_HINT));
+    assert!(last_message(2).contains(merit_interact::agent::REPEAT_HINT));
+    assert!(!last_message(3).contains(merit_interact::agent::REPEAT_HINT));
+    // The environment's own record of the step is untouched by the note.
+    assert!(!env
+        .trajectory()
+        .steps
+        .iter()
+        .any(|s| s.observation.contains(merit_interact::agent::REPEAT_HINT)));
+}
+
 /// How a [`ToolModel`] answers the `index`-th request.
 type Reply = dyn Fn(&ChatRequest, usize) -> ChatReply + Send + Sync;
 
