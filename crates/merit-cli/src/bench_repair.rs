@@ -22,6 +22,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use merit_agent::prompts::initial::{initial_request, InitialTask};
 use merit_core::episode::EpisodeRecord;
+use merit_core::hash::fnv1a;
 use merit_core::model::{ChatModel, ChatReply, ChatRequest, Decoding, Embedder, ModelError};
 use merit_core::Benchmark;
 use merit_lab::jsonl::read_records;
@@ -225,17 +226,6 @@ impl ChatModel for ScriptedRepairer {
             tool_calls: Vec::new(),
         })
     }
-}
-
-/// 64-bit FNV-1a: a hash that is the same on every platform and release, so the scripted
-/// run is the same everywhere.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for &byte in bytes {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    hash
 }
 
 /// Replays the run in `from` with every reply from `cache_dir`, and prints the overhead.

@@ -15,6 +15,7 @@ use crate::memory::{Memory, MemoryError};
 use crate::retrieve::{RetrievalError, RetrievalQuery};
 use crate::store::serialize_entry;
 use crate::text::query_dense_text;
+use merit_core::hash::fnv1a;
 use merit_core::model::{Embedder, ModelError};
 use merit_core::{Feedback, Status};
 use std::time::Instant;
@@ -109,15 +110,6 @@ impl Embedder for RandomEmbedder {
             })
             .collect())
     }
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for &byte in bytes {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    hash
 }
 
 /// SplitMix64.

@@ -1,6 +1,7 @@
 //! A deterministic, model-free [`Embedder`] for tests, benchmarks and offline inspection.
 
 use crate::text::bm25_tokens;
+use merit_core::hash::fnv1a;
 use merit_core::model::{Embedder, ModelError};
 
 /// Hashed bag of words: each `[a-z0-9_]+` token adds ±1 to one coordinate chosen by a hash of
@@ -37,16 +38,6 @@ impl HashEmbedder {
         }
         vector.iter().map(|v| (v / norm) as f32).collect()
     }
-}
-
-/// 64-bit FNV-1a: stable across platforms and releases, unlike the standard hasher.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for &byte in bytes {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    hash
 }
 
 impl Embedder for HashEmbedder {

@@ -100,13 +100,4 @@ pub(crate) fn io_error(path: &std::path::Path) -> impl FnOnce(std::io::Error) ->
     }
 }
 
-/// FNV-1a, 64 bit. Used for stable ids and per-seed RNG streams: it is fixed forever (unlike
-/// `std`'s hasher, which may change between Rust releases), so ids survive a toolchain update.
-pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for &byte in bytes {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    hash
-}
+pub(crate) use merit_core::hash::fnv1a;

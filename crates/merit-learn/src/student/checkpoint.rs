@@ -59,12 +59,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StudentError + '_ {
 }
 
 fn fnv1a64(bytes: &[u8]) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for &byte in bytes {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{hash:016x}")
+    format!("{:016x}", merit_core::hash::fnv1a(bytes))
 }
 
 fn temporary(path: &Path) -> PathBuf {
