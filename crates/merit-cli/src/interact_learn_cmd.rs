@@ -49,7 +49,7 @@ pub struct AgentBudgetArgs {
     pub observation_chars: usize,
     /// Tokens one agent reply may generate (a small model that runs on past its action
     /// otherwise spends the whole allowance on every turn).
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_tokens: u32,
 }
 

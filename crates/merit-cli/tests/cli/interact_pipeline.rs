@@ -590,6 +590,8 @@ fn generated_task_sets_are_usable_as_they_grow_and_have_statistics() {
             run.to_str().unwrap(),
             "--max-turns",
             "3",
+            "--max-tokens",
+            "200",
         ],
         &server,
         &cache,
@@ -600,6 +602,7 @@ fn generated_task_sets_are_usable_as_they_grow_and_have_statistics() {
     let settings: Value =
         serde_json::from_str(&std::fs::read_to_string(run.join("settings.json")).unwrap()).unwrap();
     assert_eq!(settings["max_turns"], 3);
+    assert_eq!(settings["max_tokens"], 200);
     let output = Command::new(env!("CARGO_BIN_EXE_merit"))
         .args(["interact", "stats", "--json", "--db-dir"])
         .arg(spider.join("database"))
