@@ -571,7 +571,7 @@ const SETTINGS_FILE: &str = "settings.json";
 /// model, and the memory options. Written on the first invocation; a later one with other
 /// settings is refused, since its episodes would not belong to the same experiment.
 fn check_run_settings(args: &InteractRunArgs, model_id: &str) -> Result<()> {
-    let settings = serde_json::json!({
+    let mut settings = serde_json::json!({
         "tasks": args.tasks,
         "ground_truth": args.ground_truth,
         "model": model_id,
@@ -581,6 +581,15 @@ fn check_run_settings(args: &InteractRunArgs, model_id: &str) -> Result<()> {
         "max_tokens": args.budget.max_tokens,
         "memory": &args.memory,
     });
+    // Recorded only when on, so run directories made before these options still continue.
+    for (name, on) in [
+        ("fold_repeats", args.budget.fold_repeats),
+        ("schema_in_opening", args.budget.schema_in_opening),
+    ] {
+        if on {
+            settings[name] = serde_json::Value::Bool(true);
+        }
+    }
     let path = args.out.join(SETTINGS_FILE);
     match std::fs::read_to_string(&path) {
         Ok(text) => {

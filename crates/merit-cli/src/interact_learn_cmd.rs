@@ -20,7 +20,9 @@ use merit_interact::prm::{
 use merit_interact::runlog::read_log;
 use merit_interact::simulator::model::{ModelSimulator, ModelSimulatorConfig};
 use merit_interact::{sqlite_backend, EnvConfig, TaskSet};
-use merit_learn::selector::{PpoConfig, PpoTrainer, SelectorConfig};
+use merit_learn::selector::{
+    decision_shift, PpoConfig, PpoTrainer, SelectionExample, SelectorConfig,
+};
 use merit_learn::student::{
     examples_from_annotations, student_agreement, train_grpo, train_sft, AgreementTable,
     GrpoConfig, PairFeatures, PairInput, RewardWeights, SftConfig, StudentConfig, StudentPrm,
@@ -51,6 +53,15 @@ pub struct AgentBudgetArgs {
     /// otherwise spends the whole allowance on every turn).
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_tokens: u32,
+    /// Fold a word-for-word repeated action into a numbered note instead of a new turn of the
+    /// conversation (small models under greedy decoding otherwise copy it until the budget is
+    /// gone).
+    #[arg(long)]
+    pub fold_repeats: bool,
+    /// Show the schema with the opening message (a deviation from BIRD-Interact, whose agent
+    /// must spend a `get_schema()` first).
+    #[arg(long)]
+    pub schema_in_opening: bool,
 }
 
 impl AgentBudgetArgs {
@@ -60,6 +71,8 @@ impl AgentBudgetArgs {
             max_turns: self.max_turns,
             observation_chars: self.observation_chars,
             max_tokens: self.max_tokens,
+            fold_repeats: self.fold_repeats,
+            schema_in_opening: self.schema_in_opening,
             ..AgentConfig::default()
         }
     }
@@ -570,6 +583,9 @@ pub fn train_selector(args: TrainSelectorArgs) -> Result<()> {
         PpoConfig::default(),
         args.seed,
     )?;
+    // Rebuilt from the seed later would do too; kept here so the comparison below is with
+    // exactly the network training started from.
+    let untrained = trainer.policy()?;
     let bar = crate::files::progress_bar(args.updates, "train-selector");
     let mut curve: Vec<UpdateRecord> = Vec::new();
     let on_update = |record: &UpdateRecord| {
@@ -584,7 +600,7 @@ pub fn train_selector(args: TrainSelectorArgs) -> Result<()> {
             eprintln!("warning: cannot write the learning curve: {error}");
         }
     };
-    match args.level {
+    let problems: Vec<SelectionExample> = match args.level {
         LevelArg::Episode => {
             let (Some(tasks), Some(db_root), Some(memory_dir)) =
                 (&args.tasks, &args.db_root, &args.memory_from)
@@ -626,7 +642,8 @@ pub fn train_selector(args: TrainSelectorArgs) -> Result<()> {
                 sqlite_backend,
                 |_| ModelSimulator::new(Arc::clone(&model), ModelSimulatorConfig::default()),
                 on_update,
-            )?;
+            )?
+            .examples
         }
         LevelArg::Turn => {
             let (Some(run), Some(prm)) = (&args.run, &args.prm) else {
@@ -679,8 +696,9 @@ pub fn train_selector(args: TrainSelectorArgs) -> Result<()> {
                 args.seed,
                 on_update,
             )?;
+            problems
         }
-    }
+    };
     bar.finish_and_clear();
     let checkpoint = args.out.join(format!("{name}.safetensors"));
     trainer.save(&checkpoint)?;
@@ -689,6 +707,23 @@ pub fn train_selector(args: TrainSelectorArgs) -> Result<()> {
         trainer.updates(),
         checkpoint.display(),
         args.out.join(format!("{name}-curve.svg")).display()
+    );
+    // The evidence that training changed the selector: its greedy decisions on the problems
+    // it trained on, against the untrained network's.
+    let shift = decision_shift(&untrained, &trainer.policy()?, &problems, retrieval.inject)?;
+    let decisions = args.out.join(format!("{name}-decisions.json"));
+    crate::files::write_atomically(&decisions, serde_json::to_string_pretty(&shift)?.as_bytes())?;
+    println!(
+        "decisions against the untrained network on {} training problems: {} changed ({:.1}%); inject rate {:.2} -> {:.2}; mean P(none) {:.3} -> {:.3}; mean total variation {:.3} ({})",
+        shift.problems,
+        shift.changed,
+        shift.changed_percent(),
+        shift.inject_rate_before,
+        shift.inject_rate_after,
+        shift.mean_none_before,
+        shift.mean_none_after,
+        shift.mean_total_variation,
+        decisions.display()
     );
     Ok(())
 }

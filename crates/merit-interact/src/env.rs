@@ -256,6 +256,12 @@ impl<B: InteractBackend, S: UserSimulator> Environment<B, S> {
         &self.opening
     }
 
+    /// The database schema as `get_schema()` returns it (without charging anything; the
+    /// agent's optional schema-in-opening setting shows it).
+    pub fn schema(&self) -> &str {
+        self.meta.schema()
+    }
+
     /// The follow-up question, once phase 1 has passed and phase 2 is running.
     pub fn follow_up_query(&self) -> Option<&str> {
         (self.phase == Phase::Two)

@@ -18,6 +18,8 @@ pub const AGENT_SYSTEM: &str = include_str!("../prompts/agent_system.txt");
 pub const AGENT_SYSTEM_TOOLS: &str = include_str!("../prompts/agent_system_tools.txt");
 /// The agent's first user message.
 pub const AGENT_TASK: &str = include_str!("../prompts/agent_task.txt");
+/// The schema block added to the opening with [`crate::agent::AgentConfig::schema_in_opening`].
+pub const AGENT_SCHEMA: &str = include_str!("../prompts/agent_schema.txt");
 /// Every later user message of the agent (one observation).
 pub const AGENT_OBSERVATION: &str = include_str!("../prompts/agent_observation.txt");
 
@@ -59,6 +61,7 @@ mod tests {
             (AGENT_SYSTEM, &["dialect"][..]),
             (AGENT_SYSTEM_TOOLS, &["dialect"][..]),
             (AGENT_TASK, &["opening"][..]),
+            (AGENT_SCHEMA, &["schema"][..]),
             (AGENT_OBSERVATION, &["observation", "hint"][..]),
         ] {
             assert_eq!(slots(template), expected);

@@ -91,6 +91,16 @@ pub struct AgentConfig {
     /// Native tool calls or the text protocol.
     #[serde(default)]
     pub tool_calls: ToolCallMode,
+    /// Fold a word-for-word repeated action into the conversation instead of appending it as
+    /// a new turn (text protocol only; see [`fold_note`]). The action is still taken and
+    /// charged; only what the model reads next changes.
+    #[serde(default)]
+    pub fold_repeats: bool,
+    /// Show the database schema with the opening message. BIRD-Interact's agent starts
+    /// without it and must spend a `get_schema()`; small models that copy their last turn
+    /// then often ask for the schema again and again. Off by default (the protocol's form).
+    #[serde(default)]
+    pub schema_in_opening: bool,
 }
 
 impl Default for AgentConfig {
@@ -101,6 +111,8 @@ impl Default for AgentConfig {
             observation_chars: 12_000,
             stop: vec!["\nObservation:".to_string()],
             tool_calls: ToolCallMode::Auto,
+            fold_repeats: false,
+            schema_in_opening: false,
         }
     }
 }
@@ -369,7 +381,21 @@ impl ReactAgent {
             prompts::fill(template, &[("dialect", dialect)])
         };
         let mut native = self.uses_native_tools();
-        let opening = prompts::fill(prompts::AGENT_TASK, &[("opening", env.opening())]);
+        // The schema, when shown, goes between the environment's opening and the request for
+        // a first action, so the instruction stays the last thing the model reads.
+        let opening = if self.config.schema_in_opening {
+            let schema = prompts::fill(
+                prompts::AGENT_SCHEMA,
+                &[(
+                    "schema",
+                    &cut_chars(env.schema(), self.config.observation_chars),
+                )],
+            );
+            format!("{}\n\n{}", env.opening().trim_end(), schema.trim_end())
+        } else {
+            env.opening().to_string()
+        };
+        let opening = prompts::fill(prompts::AGENT_TASK, &[("opening", &opening)]);
         let mut opening = ChatMessage::user(opening);
         with_memory(&mut opening, advisor.before_episode(env.public_task())?);
         let mut messages = vec![ChatMessage::system(system_for(native)), opening];
@@ -377,6 +403,9 @@ impl ReactAgent {
         let mut turns = Vec::new();
         // Every readable action taken so far, to notice a word-for-word repeat.
         let mut taken: Vec<crate::action::ActionCall> = Vec::new();
+        // Repeats folded into the conversation so far (numbered, so that each folded prompt
+        // differs from the last and greedy decoding is not asked the same question twice).
+        let mut folded_repeats = 0usize;
         let mut stop = AgentStop::TurnCap;
         while turns.len() < self.config.max_turns {
             if env.is_done() {
@@ -461,7 +490,27 @@ impl ReactAgent {
             }
             let step_thought = parsed.thought.clone();
             let thought = (!parsed.thought.is_empty()).then_some(parsed.thought);
+            let earlier_observation = env
+                .steps()
+                .iter()
+                .rev()
+                .find(|step| step.action == step_action)
+                .map(|step| step.observation.clone());
             let step = env.step_with_thought(parsed.action, thought)?;
+            if repeated && self.config.fold_repeats && tool_call.is_none() {
+                folded_repeats += 1;
+                let note = fold_note(
+                    &step_action,
+                    folded_repeats,
+                    earlier_observation.as_deref(),
+                    &cut_chars(&step.observation, self.config.observation_chars),
+                );
+                if let Some(last) = messages.last_mut() {
+                    last.content.push_str("\n\n");
+                    last.content.push_str(&note);
+                }
+                continue;
+            }
             let observation = prompts::fill(
                 prompts::AGENT_OBSERVATION,
                 &[
@@ -510,6 +559,48 @@ impl ReactAgent {
             stop,
             injections,
         })
+    }
+}
+
+/// The note that replaces a repeated turn when [`AgentConfig::fold_repeats`] is on. Under
+/// greedy decoding a small model that sees its own turn repeated once tends to repeat it
+/// forever (each copy makes the next more likely); folding keeps the conversation as it was
+/// before the repeat and adds a numbered note to its last message, so the model is asked
+/// again with the repeat pointed out instead of shown. The result is given again unless it
+/// is the earlier one word for word apart from the budget line.
+pub fn fold_note(
+    action: &crate::action::ActionCall,
+    repeat: usize,
+    earlier_observation: Option<&str>,
+    observation: &str,
+) -> String {
+    let call = parse::render_turn("", action);
+    let call = call.trim_start_matches("Action: ");
+    let unchanged =
+        earlier_observation.map(without_budget_line) == Some(without_budget_line(observation));
+    let result = if unchanged {
+        let budget = observation
+            .lines()
+            .rev()
+            .find(|line| line.starts_with("[Budget"))
+            .unwrap_or("");
+        format!("The result was the same as before. {budget}")
+    } else {
+        format!("Its result:\n{observation}")
+    };
+    format!(
+        "(Note {repeat}: you then took `{call}` again, which you had already done in this task. {} Do not repeat an action: take a different one, e.g. write or fix a query with execute, ask the user, or submit.)",
+        result.trim_end()
+    )
+}
+
+/// `text` without its trailing `[Budget: ...]` line.
+fn without_budget_line(text: &str) -> &str {
+    let trimmed = text.trim_end();
+    match trimmed.rfind('\n') {
+        Some(at) if trimmed[at + 1..].starts_with("[Budget") => trimmed[..at].trim_end(),
+        _ if trimmed.starts_with("[Budget") => "",
+        _ => trimmed,
     }
 }
 

@@ -332,6 +332,107 @@ fn a_word_for_word_repeat_gets_the_agents_note_and_a_first_try_does_not() {
         .any(|s| s.observation.contains(merit_interact::agent::REPEAT_HINT)));
 }
 
+#[test]
+fn folded_repeats_leave_the_conversation_as_it_was_with_a_numbered_note() {
+    let (_dir, set) = custom_tasks(&[warm_task("alien_9109", false)]);
+    let mut env = environment(
+        &set,
+        "alien_9109",
+        ScriptedSimulator::default(),
+        EnvConfig::default(),
+    );
+    let model = ScriptedModel::replies(
+        "repeater",
+        vec![
+            "Action: execute(\"SELECT 1\")".into(),
+            "Action: execute(\"SELECT 1\")".into(),
+            "Action: execute(\"SELECT 1\")".into(),
+            "Action: execute(\"SELECT 2\")".into(),
+        ],
+    );
+    let agent = ReactAgent::new(
+        model.clone(),
+        AgentConfig {
+            max_turns: 4,
+            fold_repeats: true,
+            ..AgentConfig::default()
+        },
+    );
+    let result = agent.run(&mut env).unwrap();
+    // Every repeat was still taken and charged.
+    assert_eq!(result.trajectory.steps.len(), 4);
+    let seen = model.seen();
+    let lengths: Vec<usize> = seen.iter().map(|r| r.messages.len()).collect();
+    assert_eq!(lengths, [2, 4, 4, 4], "repeats add no turn");
+    let last = |i: usize| seen[i].messages.last().unwrap().content.clone();
+    assert!(!last(1).contains("(Note"));
+    assert!(last(2).contains("(Note 1: you then took `execute(\"SELECT 1\")` again"));
+    assert!(last(2).contains("The result was the same as before. [Budget:"));
+    assert!(last(3).contains("(Note 2:"), "{}", last(3));
+    assert_ne!(last(2), last(3), "each folded prompt differs from the last");
+    // The earlier messages never change: only the newest one grows.
+    assert_eq!(seen[2].messages[..3], seen[1].messages[..3]);
+}
+
+#[test]
+fn a_changed_result_is_shown_in_the_fold_note() {
+    let action = merit_interact::action::ActionCall::get_schema();
+    let same = merit_interact::agent::fold_note(
+        &action,
+        1,
+        Some("rows\n[Budget: 3/5 left.]"),
+        "rows\n[Budget: 2/5 left.]",
+    );
+    assert!(
+        same.contains("same as before. [Budget: 2/5 left.]"),
+        "{same}"
+    );
+    let changed = merit_interact::agent::fold_note(&action, 2, Some("a"), "b\n[Budget: 1/5 left.]");
+    assert!(
+        changed.contains("Its result:\nb\n[Budget: 1/5 left.]"),
+        "{changed}"
+    );
+    assert!(changed.starts_with("(Note 2: you then took `get_schema()` again"));
+}
+
+#[test]
+fn the_schema_can_come_with_the_opening_at_no_charge() {
+    let (_dir, set) = custom_tasks(&[warm_task("alien_9110", false)]);
+    let run = |schema_in_opening: bool| {
+        let mut env = environment(
+            &set,
+            "alien_9110",
+            ScriptedSimulator::default(),
+            EnvConfig::default(),
+        );
+        let schema = env.schema().to_string();
+        let model = ScriptedModel::replies("one", vec!["Action: execute(\"SELECT 1\")".into()]);
+        let agent = ReactAgent::new(
+            model.clone(),
+            AgentConfig {
+                max_turns: 1,
+                observation_chars: 1_000_000,
+                schema_in_opening,
+                ..AgentConfig::default()
+            },
+        );
+        let result = agent.run(&mut env).unwrap();
+        let opening = model.seen()[0].messages[1].content.clone();
+        (schema, opening, result.trajectory.steps[0].budget_left)
+    };
+    let (schema, with, budget_with) = run(true);
+    let (_, without, budget_without) = run(false);
+    assert!(schema.contains("CREATE TABLE"));
+    assert!(with.contains(schema.trim()), "{with}");
+    assert!(!without.contains("CREATE TABLE"));
+    let instruction = without.trim_end().lines().last().unwrap();
+    assert!(
+        with.trim_end().ends_with(instruction),
+        "the instruction stays last"
+    );
+    assert_eq!(budget_with, budget_without);
+}
+
 /// How a [`ToolModel`] answers the `index`-th request.
 type Reply = dyn Fn(&ChatRequest, usize) -> ChatReply + Send + Sync;
 
