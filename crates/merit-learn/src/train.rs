@@ -151,7 +151,7 @@ pub fn train_episode_selector<B, S>(
     mut make_backend: impl FnMut(&DatabaseMeta) -> Result<B, InteractError>,
     mut make_simulator: impl FnMut(&Task) -> S,
     mut on_update: impl FnMut(&UpdateRecord),
-) -> Result<Vec<UpdateRecord>, TrainError>
+) -> Result<EpisodeTrainingOutcome, TrainError>
 where
     B: InteractBackend,
     S: UserSimulator,
@@ -184,6 +184,7 @@ where
     let turn_selector: &dyn Selector = spec.turn_selector.unwrap_or(&Nothing);
     let mut next = 0usize;
     let mut records = Vec::with_capacity(spec.updates);
+    let mut examples: Vec<SelectionExample> = Vec::new();
     for update in 1..=spec.updates {
         let mut transitions = Vec::new();
         let mut injected = 0usize;
@@ -224,6 +225,9 @@ where
             let reward = episode.trajectory.outcome.reward;
             for (example, decision) in recorder.decisions.into_inner().unwrap_or_default() {
                 injected += usize::from(decision.choice.is_some());
+                if !examples.contains(&example) {
+                    examples.push(example.clone());
+                }
                 transitions.push(Transition {
                     example,
                     decision,
@@ -235,7 +239,18 @@ where
         on_update(&record);
         records.push(record);
     }
-    Ok(records)
+    Ok(EpisodeTrainingOutcome { records, examples })
+}
+
+/// What [`train_episode_selector`] returns.
+#[derive(Debug, Clone)]
+pub struct EpisodeTrainingOutcome {
+    /// One record per update, in order.
+    pub records: Vec<UpdateRecord>,
+    /// Every distinct selection problem met in the rollouts, in first-seen order (to compare
+    /// the trained policy's decisions with the untrained one's, see
+    /// [`crate::selector::decision_shift`]).
+    pub examples: Vec<SelectionExample>,
 }
 
 fn finish_update(

@@ -387,6 +387,8 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
         "episode.safetensors",
         "episode-curve.jsonl",
         "episode-curve.svg",
+        "turn-decisions.json",
+        "episode-decisions.json",
     ] {
         assert!(
             dir.path().join("selectors").join(file).is_file(),
@@ -397,6 +399,19 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
         lines(&dir.path().join("selectors/episode-curve.jsonl")).len(),
         2
     );
+    // Each command compares its checkpoint's decisions with the untrained network's on the
+    // problems it trained on.
+    for level in ["turn", "episode"] {
+        let text =
+            std::fs::read_to_string(dir.path().join(format!("selectors/{level}-decisions.json")))
+                .unwrap();
+        let shift: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert!(shift["problems"].as_u64().unwrap() > 0, "{level}: {text}");
+        assert!(
+            shift["mean_total_variation"].as_f64().unwrap() > 0.0,
+            "{level}: {text}"
+        );
+    }
 
     // 5. An evaluation run with the learned checkpoints on the frozen training memory.
     let eval = path("eval");

@@ -93,11 +93,13 @@ mod learned;
 mod net;
 mod policy;
 mod ppo;
+mod shift;
 
 pub use checkpoint::{Sidecar, CHECKPOINT_FORMAT};
 pub use learned::LearnedSelector;
 pub use policy::{OptionProbabilities, SelectorPolicy, TrainingInfo};
 pub use ppo::PpoTrainer;
+pub use shift::{decision_shift, DecisionShift};
 
 use merit_interact::memory::{CandidateFeatures, Level, SelectionInput};
 use serde::{Deserialize, Serialize};

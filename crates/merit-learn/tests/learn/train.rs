@@ -12,7 +12,9 @@ use merit_interact::{
     read_log, run_tasks_with_memory, sqlite_backend, AgentConfig, EnvConfig, MemoryRun, ReactAgent,
     RunSpec, ScriptedSimulator, TaskSet,
 };
-use merit_learn::selector::{LearnedSelector, PpoConfig, PpoTrainer, SelectorConfig};
+use merit_learn::selector::{
+    decision_shift, LearnedSelector, PpoConfig, PpoTrainer, SelectionExample, SelectorConfig,
+};
 use merit_learn::train::{train_episode_selector, EpisodeTraining, UpdateRecord};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -160,7 +162,7 @@ fn train(
     ids: &[String],
     memory: &InteractMemory,
     updates: usize,
-) -> (PpoTrainer, Vec<UpdateRecord>) {
+) -> (PpoTrainer, Vec<UpdateRecord>, Vec<SelectionExample>) {
     let ppo = PpoConfig {
         learning_rate: 1e-2,
         ..PpoConfig::default()
@@ -179,7 +181,7 @@ fn train(
         batch: 16,
         seed: 11,
     };
-    let records = train_episode_selector(
+    let outcome = train_episode_selector(
         &spec,
         &mut trainer,
         &agent,
@@ -188,7 +190,7 @@ fn train(
         |_| {},
     )
     .unwrap();
-    (trainer, records)
+    (trainer, outcome.records, outcome.examples)
 }
 
 #[test]
@@ -206,7 +208,7 @@ fn the_episode_selector_learns_from_terminal_rewards_and_changes_what_a_run_retr
     let set = TaskSet::load(&file, &mini_root()).unwrap();
     let memory = build_memory(dir.path(), &set);
 
-    let (trainer, curve) = train(&set, &train_ids, &memory, 30);
+    let (trainer, curve, examples) = train(&set, &train_ids, &memory, 30);
     // A solved task without follow-up earns 0.7 (phase 1 only). The untrained policy is near
     // uniform over {none, distractor, good}: about a third of its episodes succeed.
     let first = curve[0].mean_reward;
@@ -223,8 +225,25 @@ fn the_episode_selector_learns_from_terminal_rewards_and_changes_what_a_run_retr
     );
 
     // Determinism: the same seed gives the same curve.
-    let (_, again) = train(&set, &train_ids, &memory, 3);
+    let (untrained, _, _) = train(&set, &train_ids, &memory, 0);
+    let (_, again, _) = train(&set, &train_ids, &memory, 3);
     assert_eq!(again[..], curve[..3]);
+
+    // The problems met in training (all eight tasks share one request: one problem), and the
+    // trained policy decides them differently from the untrained network of the same seed.
+    assert_eq!(examples.len(), 1, "{examples:?}");
+    let shift = decision_shift(
+        &untrained.policy().unwrap(),
+        &trainer.policy().unwrap(),
+        &examples,
+        1,
+    )
+    .unwrap();
+    eprintln!("{shift:?}");
+    assert_eq!(shift.problems, 1);
+    assert!(shift.mean_total_variation > 0.2, "{shift:?}");
+    assert!(shift.mean_none_after < shift.mean_none_before, "{shift:?}");
+    assert!(shift.inject_rate_after == 1.0, "{shift:?}");
 
     // The checkpoint changes what a run injects: cosine takes the distractor, the learned
     // selector the good memory, and the run's success follows.
