@@ -16,6 +16,26 @@ cd "$(dirname "$0")/.."
 MERIT=${MERIT:-target/debug/merit}
 SPIDER=${SPIDER:-../shared/data/spider}
 GEN_MODEL=${GEN_MODEL:-qwen2.5-coder-1.5b-instruct}
+# The agent (and the user simulator, which runs on the same model). The 0.5B agent solves
+# nothing in the protocol's plain form; see docs/results/interact/README.md.
+AGENT_MODEL=${AGENT_MODEL:-qwen2.5-coder-1.5b-instruct}
+# The agent options for small models (both documented deviations, recorded in every run's
+# settings.json): fold word-for-word repeats into a note, show the schema with the opening.
+AGENT_OPTS=${AGENT_OPTS:---fold-repeats --schema-in-opening}
+# Tasks of each split actually run (the first N of the task file); empty: all of them.
+TRAIN_LIMIT=${TRAIN_LIMIT:-}
+EVAL_LIMIT=${EVAL_LIMIT:-}
+# Evaluation arms besides none, cosine and learned (Table 3's baselines and ablations,
+# Table 7's retention): any of bm25 memrl memento no-episode no-turn all.
+EXTRA_ARMS=${EXTRA_ARMS:-bm25 memrl memento no-episode no-turn all}
+# PPO sizes: the turn level trains offline on PRM scores (cheap); every episode-level rollout
+# is a whole agent episode.
+TURN_UPDATES=${TURN_UPDATES:-60}
+TURN_BATCH=${TURN_BATCH:-32}
+EPISODE_UPDATES=${EPISODE_UPDATES:-8}
+EPISODE_BATCH=${EPISODE_BATCH:-8}
+# The frozen turn of the counterfactual (the paper's 7; the small model's episodes are short).
+FORK_TURN=${FORK_TURN:-3}
 TRAIN_TASKS=${TRAIN_TASKS:-40}
 EVAL_TASKS=${EVAL_TASKS:-30}
 TRAIN_SEEDS=${TRAIN_SEEDS:-300}
@@ -23,7 +43,7 @@ EVAL_SEEDS=${EVAL_SEEDS:-200}
 PRM_PAIRS=${PRM_PAIRS:-300}
 RUNS=${RUNS:-runs/interact}
 RESULTS=${RESULTS:-docs/results/interact}
-STOP_AFTER=${STOP_AFTER:-all}   # gen | baseline | memory | learn | all
+STOP_AFTER=${STOP_AFTER:-all}   # gen | baseline | memory | learn | counterfactual | all
 # The agent's budget in every run, rollout and fork. 20 model calls is the BIRD-Interact
 # reference CLI's default (its scripts use 60): the small embedded model rarely submits, and
 # each further turn re-reads a growing conversation on the CPU. Observations are cut in the
@@ -64,30 +84,24 @@ record "$RESULTS/task-sets.md" "$MERIT" interact stats data/interact-train/tasks
   --seeds "$SPIDER/train.json" --seeds "$SPIDER/dev.json"
 [ "$STOP_AFTER" = gen ] && exit 0
 
-common=(--sqlite-dir "$SPIDER/database" --max-turns "$MAX_TURNS" --observation-chars "$OBSERVATION_CHARS" --max-tokens "$MAX_TOKENS")
+# shellcheck disable=SC2206 # AGENT_OPTS is a list of flags on purpose
+common=(--sqlite-dir "$SPIDER/database" --max-turns "$MAX_TURNS" --observation-chars "$OBSERVATION_CHARS" --max-tokens "$MAX_TOKENS" --model "$AGENT_MODEL" $AGENT_OPTS)
 train_set=(--tasks data/interact-train/tasks.jsonl --db-root data/interact-train "${common[@]}")
 eval_set=(--tasks data/interact-dev/tasks.jsonl --db-root data/interact-dev "${common[@]}")
+train_only=(); [ -n "$TRAIN_LIMIT" ] && train_only=(--limit "$TRAIN_LIMIT")
+eval_only=(); [ -n "$EVAL_LIMIT" ] && eval_only=(--limit "$EVAL_LIMIT")
 
 # 2. The no-memory baseline on the evaluation split (issue 6).
 step "baseline"
-run "$MERIT" interact run "${eval_set[@]}" --out "$RUNS/eval-none" > /dev/null
+run "$MERIT" interact run "${eval_set[@]}" "${eval_only[@]}" --out "$RUNS/eval-none" > /dev/null
 record "$RESULTS/baseline.md" "$MERIT" interact report "$RUNS/eval-none"
 [ "$STOP_AFTER" = baseline ] && exit 0
 
-# 3. Memory: built online on the training split, then evaluated from it (frozen), with the
-#    ablations of Table 3 and the retention comparison of Table 7.
+# 3. Memory: built online on the training split, then evaluated from it (frozen).
 step "memory runs"
-run "$MERIT" interact run "${train_set[@]}" --out "$RUNS/train-cosine" --memory cosine > /dev/null
-run "$MERIT" interact run "${train_set[@]}" --out "$RUNS/train-cosine-all" --memory cosine --all-outcomes > /dev/null
+run "$MERIT" interact run "${train_set[@]}" "${train_only[@]}" --out "$RUNS/train-cosine" --memory cosine > /dev/null
 from=(--memory-from "$RUNS/train-cosine/memory" --frozen-memory)
-run "$MERIT" interact run "${eval_set[@]}" --out "$RUNS/eval-bm25" --memory bm25 "${from[@]}" > /dev/null
-run "$MERIT" interact run "${eval_set[@]}" --out "$RUNS/eval-cosine" --memory cosine "${from[@]}" > /dev/null
-run "$MERIT" interact run "${eval_set[@]}" --out "$RUNS/eval-memrl" --memory memrl "${from[@]}" > /dev/null
-run "$MERIT" interact run "${eval_set[@]}" --out "$RUNS/eval-memento" --memory memento "${from[@]}" > /dev/null
-run "$MERIT" interact run "${eval_set[@]}" --out "$RUNS/eval-cosine-no-episode" --memory cosine --no-episode-memory "${from[@]}" > /dev/null
-run "$MERIT" interact run "${eval_set[@]}" --out "$RUNS/eval-cosine-no-turn" --memory cosine --no-turn-memory "${from[@]}" > /dev/null
-run "$MERIT" interact run "${eval_set[@]}" --out "$RUNS/eval-cosine-all" --memory cosine \
-  --memory-from "$RUNS/train-cosine-all/memory" --frozen-memory --all-outcomes > /dev/null
+run "$MERIT" interact run "${eval_set[@]}" "${eval_only[@]}" --out "$RUNS/eval-cosine" --memory cosine "${from[@]}" > /dev/null
 [ "$STOP_AFTER" = memory ] && exit 0
 
 # 4. The process reward model and both learned selectors (issue 7).
@@ -96,23 +110,43 @@ run "$MERIT" interact prm annotate --run "$RUNS/train-cosine" --out "$RUNS/prm/a
   --model "$GEN_MODEL" --limit "$PRM_PAIRS"
 record "$RESULTS/prm-agreement.md" "$MERIT" interact prm train \
   --annotations "$RUNS/prm/annotations.jsonl" --out "$RUNS/prm"
-run "$MERIT" interact train-selector --level turn --run "$RUNS/train-cosine" \
-  --prm "$RUNS/prm/student.safetensors" --out "$RUNS/selectors" --updates 60 --batch 32
-run "$MERIT" interact train-selector --level episode "${train_set[@]}" \
-  --memory-from "$RUNS/train-cosine/memory" --out "$RUNS/selectors" --updates 8 --batch 8
-cp "$RUNS/selectors/"*-curve.svg "$RUNS/selectors/"*-curve.jsonl "$RESULTS/"
-run "$MERIT" interact run "${eval_set[@]}" --out "$RUNS/eval-learned" --memory learned \
+record "$RESULTS/turn-selector.md" "$MERIT" interact train-selector --level turn --run "$RUNS/train-cosine" \
+  --prm "$RUNS/prm/student.safetensors" --out "$RUNS/selectors" --updates "$TURN_UPDATES" --batch "$TURN_BATCH"
+record "$RESULTS/episode-selector.md" "$MERIT" interact train-selector --level episode "${train_set[@]}" "${train_only[@]}" \
+  --memory-from "$RUNS/train-cosine/memory" --out "$RUNS/selectors" --updates "$EPISODE_UPDATES" --batch "$EPISODE_BATCH"
+cp "$RUNS/selectors/"*-curve.svg "$RUNS/selectors/"*-curve.jsonl "$RUNS/selectors/"*-decisions.json "$RESULTS/"
+run "$MERIT" interact run "${eval_set[@]}" "${eval_only[@]}" --out "$RUNS/eval-learned" --memory learned \
   --episode-selector "$RUNS/selectors/episode.safetensors" \
   --turn-selector "$RUNS/selectors/turn.safetensors" "${from[@]}" > /dev/null
+step "report: memory vs none"
+main_arms=("$RUNS/eval-none" "$RUNS/eval-cosine" "$RUNS/eval-learned")
+record "$RESULTS/memory-vs-none.md" "$MERIT" interact report --baseline "$RUNS/eval-none" "${main_arms[@]}"
+[ "$STOP_AFTER" = learn ] && exit 0
 
-# Turn 3, not the paper's 7: the small model's episodes are short.
-run "$MERIT" interact counterfactual --run "$RUNS/eval-cosine" --turn 3 "${eval_set[@]}" \
+# 5. The counterfactual at a frozen turn (Table 4).
+step "counterfactual"
+run "$MERIT" interact counterfactual --run "$RUNS/eval-cosine" --turn "$FORK_TURN" "${eval_set[@]}" \
   --memory-from "$RUNS/train-cosine/memory" --turn-selector "$RUNS/selectors/turn.safetensors" \
   --out "$RESULTS/counterfactual.md" > /dev/null
+[ "$STOP_AFTER" = counterfactual ] && exit 0
 
-step "report"
-record "$RESULTS/memory-vs-none.md" "$MERIT" interact report --baseline "$RUNS/eval-none" \
-  "$RUNS/eval-none" "$RUNS/eval-bm25" "$RUNS/eval-cosine" "$RUNS/eval-memrl" "$RUNS/eval-memento" \
-  "$RUNS/eval-cosine-no-episode" \
-  "$RUNS/eval-cosine-no-turn" "$RUNS/eval-cosine-all" "$RUNS/eval-learned"
+# 6. Baselines, ablations (Table 3) and retention (Table 7).
+step "baselines and ablations"
+arms=("${main_arms[@]}")
+for arm in $EXTRA_ARMS; do
+  case $arm in
+    bm25 | memrl | memento) args=(--memory "$arm" "${from[@]}") ;;
+    no-episode) args=(--memory cosine --no-episode-memory "${from[@]}") ;;
+    no-turn) args=(--memory cosine --no-turn-memory "${from[@]}") ;;
+    all)
+      run "$MERIT" interact run "${train_set[@]}" "${train_only[@]}" --out "$RUNS/train-cosine-all" \
+        --memory cosine --all-outcomes > /dev/null
+      args=(--memory cosine --memory-from "$RUNS/train-cosine-all/memory" --frozen-memory --all-outcomes) ;;
+    *) echo "unknown arm $arm" >&2; exit 2 ;;
+  esac
+  run "$MERIT" interact run "${eval_set[@]}" "${eval_only[@]}" --out "$RUNS/eval-$arm" "${args[@]}" > /dev/null
+  arms+=("$RUNS/eval-$arm")
+done
+step "report: all arms"
+record "$RESULTS/memory-vs-none.md" "$MERIT" interact report --baseline "$RUNS/eval-none" "${arms[@]}"
 step "done"
