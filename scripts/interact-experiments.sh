@@ -59,7 +59,8 @@ run() { echo "+ $*" >&2; "$@"; }
 lines() { if [ -f "$1" ]; then wc -l < "$1"; else echo 0; fi; }
 record() { # record FILE COMMAND...: run the command, keep its stdout and the command in FILE
   local file=$1; shift
-  { echo '```bash'; echo "$*"; echo '```'; echo; } > "$file.tmp"
+  local shown="$*"
+  { echo '```bash'; echo "merit${shown#"$MERIT"}"; echo '```'; echo; } > "$file.tmp"
   "$@" >> "$file.tmp"
   mv "$file.tmp" "$file"
 }
