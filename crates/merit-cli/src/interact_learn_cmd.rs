@@ -205,7 +205,8 @@ pub struct AnnotateArgs {
     /// Candidates per state (the embedding stage's top k).
     #[arg(long, default_value_t = 10)]
     candidates: usize,
-    /// Annotate at most N new pairs in this invocation.
+    /// Annotate at most N new pairs in this invocation, taken in a stable pseudo-random order
+    /// (spread over states and candidate ranks; a later invocation continues the sample).
     #[arg(long)]
     limit: Option<usize>,
     #[command(flatten)]
@@ -358,6 +359,12 @@ fn prm_annotate(args: AnnotateArgs) -> Result<()> {
         }
     }
     let total = pairs.len();
+    // A stable pseudo-random order (a hash of the pair's ids, ties by position): a limited
+    // invocation annotates pairs spread over many states and ranks instead of every candidate
+    // of the first few states, and a later invocation continues the same sample.
+    pairs.sort_by_cached_key(|pair| {
+        merit_core::hash::fnv1a(format!("{}/{}", pair.state_id, pair.memory.id).as_bytes())
+    });
     if let Some(limit) = args.limit {
         pairs.truncate(limit);
     }
