@@ -295,38 +295,56 @@ fn a_runaway_reply_is_kept_as_its_one_turn_while_the_log_keeps_it_whole() {
     );
 }
 
-#[test]
-fn a_word_for_word_repeat_gets_the_agents_note_and_a_first_try_does_not() {
-    let (_dir, set) = custom_tasks(&[warm_task("alien_9108", false)]);
+/// Runs one episode of `instance` with scripted `replies` (at most four turns) and the
+/// given fold setting; returns the model (to read its prompts) and the trajectory.
+fn run_repeater(
+    instance: &str,
+    replies: &[&str],
+    fold_repeats: bool,
+) -> (
+    std::sync::Arc<ScriptedModel>,
+    merit_interact::env::Trajectory,
+) {
+    let (_dir, set) = custom_tasks(&[warm_task(instance, false)]);
     let mut env = environment(
         &set,
-        "alien_9108",
+        instance,
         ScriptedSimulator::default(),
         EnvConfig::default(),
     );
     let model = ScriptedModel::replies(
         "repeater",
-        vec![
-            "Action: execute(\"SELECT 1\")".into(),
-            "Action: execute(\"SELECT 1\")".into(),
-            "Action: execute(\"SELECT 2\")".into(),
-        ],
+        replies.iter().map(|reply| reply.to_string()).collect(),
     );
     let agent = ReactAgent::new(
         model.clone(),
         AgentConfig {
             max_turns: 4,
+            fold_repeats,
             ..AgentConfig::default()
         },
     );
     agent.run(&mut env).unwrap();
+    (model, env.trajectory())
+}
+
+#[test]
+fn a_word_for_word_repeat_gets_the_agents_note_and_a_first_try_does_not() {
+    let (model, trajectory) = run_repeater(
+        "alien_9108",
+        &[
+            "Action: execute(\"SELECT 1\")",
+            "Action: execute(\"SELECT 1\")",
+            "Action: execute(\"SELECT 2\")",
+        ],
+        false,
+    );
     let last_message = |i: usize| model.seen()[i].messages.last().unwrap().content.clone();
     assert!(!last_message(1).contains(merit_interact::agent::REPEAT_HINT));
     assert!(last_message(2).contains(merit_interact::agent::REPEAT_HINT));
     assert!(!last_message(3).contains(merit_interact::agent::REPEAT_HINT));
     // The environment's own record of the step is untouched by the note.
-    assert!(!env
-        .trajectory()
+    assert!(!trajectory
         .steps
         .iter()
         .any(|s| s.observation.contains(merit_interact::agent::REPEAT_HINT)));
@@ -334,33 +352,18 @@ fn a_word_for_word_repeat_gets_the_agents_note_and_a_first_try_does_not() {
 
 #[test]
 fn folded_repeats_leave_the_conversation_as_it_was_with_a_numbered_note() {
-    let (_dir, set) = custom_tasks(&[warm_task("alien_9109", false)]);
-    let mut env = environment(
-        &set,
+    let (model, trajectory) = run_repeater(
         "alien_9109",
-        ScriptedSimulator::default(),
-        EnvConfig::default(),
-    );
-    let model = ScriptedModel::replies(
-        "repeater",
-        vec![
-            "Action: execute(\"SELECT 1\")".into(),
-            "Action: execute(\"SELECT 1\")".into(),
-            "Action: execute(\"SELECT 1\")".into(),
-            "Action: execute(\"SELECT 2\")".into(),
+        &[
+            "Action: execute(\"SELECT 1\")",
+            "Action: execute(\"SELECT 1\")",
+            "Action: execute(\"SELECT 1\")",
+            "Action: execute(\"SELECT 2\")",
         ],
+        true,
     );
-    let agent = ReactAgent::new(
-        model.clone(),
-        AgentConfig {
-            max_turns: 4,
-            fold_repeats: true,
-            ..AgentConfig::default()
-        },
-    );
-    let result = agent.run(&mut env).unwrap();
     // Every repeat was still taken and charged.
-    assert_eq!(result.trajectory.steps.len(), 4);
+    assert_eq!(trajectory.steps.len(), 4);
     let seen = model.seen();
     let lengths: Vec<usize> = seen.iter().map(|r| r.messages.len()).collect();
     assert_eq!(lengths, [2, 4, 4, 4], "repeats add no turn");
