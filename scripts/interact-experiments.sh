@@ -36,6 +36,9 @@ EPISODE_UPDATES=${EPISODE_UPDATES:-8}
 EPISODE_BATCH=${EPISODE_BATCH:-8}
 # The frozen turn of the counterfactual (the paper's 7; the small model's episodes are short).
 FORK_TURN=${FORK_TURN:-3}
+# Logged evaluation episodes forked (the first N that reach FORK_TURN); empty: all. Each fork
+# is the rest of an episode, once per arm (none, BM25, cosine, learned).
+FORK_LIMIT=${FORK_LIMIT:-}
 TRAIN_TASKS=${TRAIN_TASKS:-40}
 EVAL_TASKS=${EVAL_TASKS:-30}
 TRAIN_SEEDS=${TRAIN_SEEDS:-300}
@@ -91,6 +94,7 @@ train_set=(--tasks data/interact-train/tasks.jsonl --db-root data/interact-train
 eval_set=(--tasks data/interact-dev/tasks.jsonl --db-root data/interact-dev "${common[@]}")
 train_only=(); [ -n "$TRAIN_LIMIT" ] && train_only=(--limit "$TRAIN_LIMIT")
 eval_only=(); [ -n "$EVAL_LIMIT" ] && eval_only=(--limit "$EVAL_LIMIT")
+fork_only=(); [ -n "$FORK_LIMIT" ] && fork_only=(--limit "$FORK_LIMIT")
 
 # 2. The no-memory baseline on the evaluation split (issue 6).
 step "baseline"
@@ -107,8 +111,12 @@ run "$MERIT" interact run "${eval_set[@]}" "${eval_only[@]}" --out "$RUNS/eval-c
 
 # 4. The process reward model and both learned selectors (issue 7).
 step "PRM and selectors"
-run "$MERIT" interact prm annotate --run "$RUNS/train-cosine" --out "$RUNS/prm/annotations.jsonl" \
-  --model "$GEN_MODEL" --limit "$PRM_PAIRS"
+# PRM_PAIRS is the sample's total size: annotate only the pairs still missing from it.
+judged=$(lines "$RUNS/prm/annotations.jsonl")
+if [ "$judged" -lt "$PRM_PAIRS" ]; then
+  run "$MERIT" interact prm annotate --run "$RUNS/train-cosine" --out "$RUNS/prm/annotations.jsonl" \
+    --model "$GEN_MODEL" --limit $((PRM_PAIRS - judged))
+fi
 record "$RESULTS/prm-agreement.md" "$MERIT" interact prm train \
   --annotations "$RUNS/prm/annotations.jsonl" --out "$RUNS/prm"
 record "$RESULTS/turn-selector.md" "$MERIT" interact train-selector --level turn --run "$RUNS/train-cosine" \
@@ -128,7 +136,7 @@ record "$RESULTS/memory-vs-none.md" "$MERIT" interact report --baseline "$RUNS/e
 step "counterfactual"
 run "$MERIT" interact counterfactual --run "$RUNS/eval-cosine" --turn "$FORK_TURN" "${eval_set[@]}" \
   --memory-from "$RUNS/train-cosine/memory" --turn-selector "$RUNS/selectors/turn.safetensors" \
-  --out "$RESULTS/counterfactual.md" > /dev/null
+  "${fork_only[@]}" --out "$RESULTS/counterfactual.md" --log "$RUNS/counterfactual.forks.jsonl" > /dev/null
 [ "$STOP_AFTER" = counterfactual ] && exit 0
 
 # 6. Baselines, ablations (Table 3) and retention (Table 7).

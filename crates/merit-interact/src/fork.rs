@@ -58,6 +58,8 @@ pub struct ForkOutcome {
     pub instance_id: String,
     /// The arm.
     pub arm: String,
+    /// The frozen turn t the fork started from.
+    pub turn: usize,
     /// Whether turn t's action was valid (see the module docs); false when the episode
     /// ended before it.
     pub next_action_valid: bool,
@@ -96,63 +98,90 @@ where
     B: InteractBackend,
     S: UserSimulator,
 {
-    let turn = spec.turn.max(1);
-    let position = StreamPos(spec.memory.last_committed().map_or(0, |p| p.0 + 1));
     let mut outcomes = Vec::new();
     for record in spec.records {
-        if record.turns.len() < turn {
-            continue;
-        }
-        let (Some(task), Some(meta)) = (
-            spec.set.get(&record.instance_id),
-            spec.set
-                .get(&record.instance_id)
-                .and_then(|t| spec.set.database(t.database())),
-        ) else {
-            continue;
-        };
-        let prefix = &record.turns[..turn - 1];
         for arm in arms {
-            let mut env = Environment::new(
-                task,
-                Arc::clone(meta),
-                make_backend(meta)?,
-                make_simulator(task),
-                spec.env.clone(),
+            let fork = fork_one(
+                spec,
+                agent,
+                arm,
+                record,
+                &mut make_backend,
+                &mut make_simulator,
             )?;
-            let result = match arm.selector {
-                None => agent.run_from_prefix(&mut env, &mut NoMemory, prefix)?,
-                Some(selector) => {
-                    let mut advisor = RetrievalAdvisor::new(
-                        spec.memory,
-                        spec.embedder,
-                        selector,
-                        selector,
-                        AdvisorConfig {
-                            episode_level: false,
-                            turn_level: true,
-                            episode_retrieval: spec.retrieval,
-                            turn_retrieval: spec.retrieval,
-                        },
-                        position,
-                    );
-                    agent.run_from_prefix(&mut env, &mut advisor, prefix)?
-                }
-            };
-            let next = result.trajectory.steps.get(turn - 1);
-            outcomes.push(ForkOutcome {
-                instance_id: record.instance_id.clone(),
-                arm: arm.name.clone(),
-                next_action_valid: next.is_some_and(|step| {
-                    crate::agent::parse::is_known_name(&step.action.name)
-                        && step_polarity(step) == Polarity::Positive
-                }),
-                phase1_passed: result.trajectory.outcome.phase1_passed,
-                reward: result.trajectory.outcome.reward,
-            });
+            outcomes.extend(fork);
         }
     }
     Ok(outcomes)
+}
+
+/// Forks one logged episode in one arm: `None` when the episode is shorter than the frozen
+/// turn or its task (or database) is not in the set. The building block of
+/// [`fork_episodes`] for callers that keep each fork as it is made (a resumable log) or
+/// report progress between forks.
+pub fn fork_one<B, S>(
+    spec: &ForkSpec<'_>,
+    agent: &ReactAgent,
+    arm: &ForkArm<'_>,
+    record: &EpisodeRecord,
+    mut make_backend: impl FnMut(&DatabaseMeta) -> Result<B, InteractError>,
+    mut make_simulator: impl FnMut(&Task) -> S,
+) -> Result<Option<ForkOutcome>, AgentError>
+where
+    B: InteractBackend,
+    S: UserSimulator,
+{
+    let turn = spec.turn.max(1);
+    if record.turns.len() < turn {
+        return Ok(None);
+    }
+    let Some(task) = spec.set.get(&record.instance_id) else {
+        return Ok(None);
+    };
+    let Some(meta) = spec.set.database(task.database()) else {
+        return Ok(None);
+    };
+    let prefix = &record.turns[..turn - 1];
+    let mut env = Environment::new(
+        task,
+        Arc::clone(meta),
+        make_backend(meta)?,
+        make_simulator(task),
+        spec.env.clone(),
+    )?;
+    let result = match arm.selector {
+        None => agent.run_from_prefix(&mut env, &mut NoMemory, prefix)?,
+        Some(selector) => {
+            // The memory's end: every committed episode is an earlier one for the fork.
+            let position = StreamPos(spec.memory.last_committed().map_or(0, |p| p.0 + 1));
+            let mut advisor = RetrievalAdvisor::new(
+                spec.memory,
+                spec.embedder,
+                selector,
+                selector,
+                AdvisorConfig {
+                    episode_level: false,
+                    turn_level: true,
+                    episode_retrieval: spec.retrieval,
+                    turn_retrieval: spec.retrieval,
+                },
+                position,
+            );
+            agent.run_from_prefix(&mut env, &mut advisor, prefix)?
+        }
+    };
+    let next = result.trajectory.steps.get(turn - 1);
+    Ok(Some(ForkOutcome {
+        instance_id: record.instance_id.clone(),
+        arm: arm.name.clone(),
+        turn,
+        next_action_valid: next.is_some_and(|step| {
+            crate::agent::parse::is_known_name(&step.action.name)
+                && step_polarity(step) == Polarity::Positive
+        }),
+        phase1_passed: result.trajectory.outcome.phase1_passed,
+        reward: result.trajectory.outcome.reward,
+    }))
 }
 
 /// Totals per arm, in the order of `arms`.

@@ -490,10 +490,13 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
             .all(|r| r["injections"][0]["selector"] == baseline));
     }
 
-    // 6. The counterfactual at a frozen turn, with all four arms.
+    // 6. The counterfactual at a frozen turn, with all four arms: first two episodes, then
+    // the rest, continuing from the forks the first invocation logged.
     let forks = path("forks.md");
-    let table = merit(
-        &[
+    let memory = format!("{train}/memory");
+    let turn_selector = format!("{selectors}/turn.safetensors");
+    let counterfactual = |limit: Option<&str>| {
+        let mut args = vec![
             "interact",
             "counterfactual",
             "--run",
@@ -505,16 +508,23 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
             "--db-root",
             root,
             "--memory-from",
-            &format!("{train}/memory"),
+            &memory,
             "--turn-selector",
-            &format!("{selectors}/turn.safetensors"),
+            &turn_selector,
             "--out",
             &forks,
-        ],
-        &server,
-        &cache,
-        true,
-    );
+        ];
+        if let Some(limit) = limit {
+            args.extend(["--limit", limit]);
+        }
+        merit(&args, &server, &cache, true)
+    };
+    let fork_log = dir.path().join("forks.forks.jsonl");
+    let first = counterfactual(Some("2"));
+    assert!(first.contains("| learned | 2 |"), "{first}");
+    assert_eq!(lines(&fork_log).len(), 8);
+    let table = counterfactual(None);
+    assert_eq!(lines(&fork_log).len(), 24, "only the missing forks ran");
     for arm in [
         "| none | 6 |",
         "| bm25 | 6 |",
