@@ -134,7 +134,9 @@ record "$RESULTS/memory-vs-none.md" "$MERIT" interact report --baseline "$RUNS/e
 
 # 5. The counterfactual at a frozen turn (Table 4).
 step "counterfactual"
-run "$MERIT" interact counterfactual --run "$RUNS/eval-cosine" --turn "$FORK_TURN" "${eval_set[@]}" \
+# The no-memory episodes are forked: their prefix holds no memory, and the fork without memory
+# repeats the logged episode from the reply cache, so only the memory arms cost model time.
+run "$MERIT" interact counterfactual --run "$RUNS/eval-none" --turn "$FORK_TURN" "${eval_set[@]}" \
   --memory-from "$RUNS/train-cosine/memory" --turn-selector "$RUNS/selectors/turn.safetensors" \
   "${fork_only[@]}" --out "$RESULTS/counterfactual.md" --log "$RUNS/counterfactual.forks.jsonl" > /dev/null
 [ "$STOP_AFTER" = counterfactual ] && exit 0
