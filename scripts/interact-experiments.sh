@@ -28,6 +28,8 @@ EVAL_LIMIT=${EVAL_LIMIT:-}
 # Evaluation arms besides none, cosine and learned (Table 3's baselines and ablations,
 # Table 7's retention): any of bm25 memrl memento no-episode no-turn all.
 EXTRA_ARMS=${EXTRA_ARMS:-bm25 memrl memento no-episode no-turn all}
+# Run folders made by hand (another checkpoint, another --inject) added to the final report.
+REPORT_RUNS=${REPORT_RUNS:-}
 # PPO sizes: the turn level trains offline on PRM scores (cheap); every episode-level rollout
 # is a whole agent episode.
 TURN_UPDATES=${TURN_UPDATES:-60}
@@ -159,5 +161,7 @@ for arm in $EXTRA_ARMS; do
   arms+=("$RUNS/eval-$arm")
 done
 step "report: all arms"
+# shellcheck disable=SC2206 # REPORT_RUNS is a list of folders on purpose
+arms+=($REPORT_RUNS)
 record "$RESULTS/memory-vs-none.md" "$MERIT" interact report --baseline "$RUNS/eval-none" "${arms[@]}"
 step "done"
