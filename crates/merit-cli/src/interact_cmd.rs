@@ -38,6 +38,9 @@ pub enum InteractCommand {
     Prm(crate::interact_learn_cmd::PrmCommand),
     /// Train an episode- or turn-level selector with PPO (checkpoint + learning curve).
     TrainSelector(Box<crate::interact_learn_cmd::TrainSelectorArgs>),
+    /// Score turn-level selector checkpoints on a run's states with the student PRM (no
+    /// training, no model calls): the held-out check for states from another split.
+    ScoreSelector(Box<crate::interact_learn_cmd::ScoreSelectorArgs>),
     /// Fork logged episodes at a frozen turn with no, BM25, cosine and learned turn memory
     /// (next-action validity and final success).
     Counterfactual(Box<crate::interact_learn_cmd::CounterfactualArgs>),
@@ -242,6 +245,7 @@ pub fn run(command: InteractCommand) -> Result<()> {
         InteractCommand::Stats(args) => stats(args),
         InteractCommand::Prm(command) => crate::interact_learn_cmd::prm(command),
         InteractCommand::TrainSelector(args) => crate::interact_learn_cmd::train_selector(*args),
+        InteractCommand::ScoreSelector(args) => crate::interact_learn_cmd::score_selector(*args),
         InteractCommand::Counterfactual(args) => crate::interact_learn_cmd::counterfactual(*args),
     }
 }

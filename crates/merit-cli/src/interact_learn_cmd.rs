@@ -21,15 +21,16 @@ use merit_interact::runlog::read_log;
 use merit_interact::simulator::model::{ModelSimulator, ModelSimulatorConfig};
 use merit_interact::{sqlite_backend, EnvConfig, TaskSet};
 use merit_learn::selector::{
-    decision_shift, PpoConfig, PpoTrainer, SelectionExample, SelectorConfig,
+    decision_shift, PpoConfig, PpoTrainer, SelectionExample, SelectorConfig, SelectorInputs,
+    SelectorPolicy,
 };
 use merit_learn::student::{
     examples_from_annotations, student_agreement, train_grpo, train_sft, AgreementTable,
     GrpoConfig, PairFeatures, PairInput, RewardWeights, SftConfig, StudentConfig, StudentPrm,
 };
 use merit_learn::train::{
-    train_bandit, train_episode_selector, turn_examples, BanditReward, EpisodeTraining, TrainError,
-    UpdateRecord,
+    score_rules, split_by_task, train_bandit, train_episode_selector, turn_examples, BanditReward,
+    EpisodeTraining, RuleScore, TrainError, TurnExample, UpdateRecord,
 };
 use merit_models::cache::{CachedChat, CachedEmbedder, ReplyStore};
 use merit_models::openai::{OpenAiChat, OpenAiConfig, OpenAiEmbedder};
@@ -244,6 +245,15 @@ pub enum LevelArg {
     Turn,
 }
 
+/// What a selector network reads (see `merit_learn::selector::SelectorInputs`).
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum InputsArg {
+    /// Embedding blocks and retrieval features.
+    Full,
+    /// The retrieval features only.
+    Features,
+}
+
 /// Arguments of `merit interact train-selector`.
 #[derive(Debug, Args)]
 pub struct TrainSelectorArgs {
@@ -273,6 +283,16 @@ pub struct TrainSelectorArgs {
     /// Turn level: the student PRM checkpoint (`student.safetensors`).
     #[arg(long, required_if_eq("level", "turn"))]
     prm: Option<PathBuf>,
+    /// Turn level: hold out the states of N training tasks (a seeded draw), train on the
+    /// rest, and score the selector's greedy choices on the held-out states against the
+    /// untrained network and the fixed rules (always the top candidate, never, oracle).
+    #[arg(long, default_value_t = 0)]
+    holdout_tasks: usize,
+    /// What the network reads about each candidate: `full` (embeddings and retrieval
+    /// features) or `features` (the eight retrieval features only; generalises better from
+    /// a few hundred states).
+    #[arg(long, value_enum, default_value_t = InputsArg::Full)]
+    inputs: InputsArg,
     /// Turn level: the reward of injecting nothing (the PRM utility of an unrecommended
     /// memory is at most 0, of a recommended one at least 0).
     #[arg(long, default_value_t = 0.0)]
@@ -566,6 +586,130 @@ fn write_curve(out: &Path, level: &str, curve: &[UpdateRecord]) -> Result<()> {
     crate::files::write_atomically(&out.join(format!("{level}-curve.svg")), svg.as_bytes())
 }
 
+/// The turn-level states of a run made with `--memory` (each with its candidates from the
+/// run's `memory/`) and the student PRM's utility of every candidate.
+fn turn_states_with_utilities(
+    run: &Path,
+    prm: &Path,
+    embedder: &dyn Embedder,
+    retrieval: &RetrievalConfig,
+) -> Result<(Vec<TurnExample>, Vec<Vec<f64>>)> {
+    let records = read_log(&run.join("episodes.jsonl"))?.records;
+    let memory = open_memory(&run.join("memory"), embedder)?;
+    let examples = turn_examples(&records, &memory, embedder, retrieval)?;
+    let student = StudentPrm::load(prm)
+        .with_context(|| format!("cannot load the student PRM {}", prm.display()))?;
+    let mut utilities = Vec::with_capacity(examples.len());
+    for example in &examples {
+        let mut texts = vec![state_text(&example.state)];
+        texts.extend(example.memories.iter().map(memory_text));
+        let vectors = embedder.embed(&texts)?;
+        let inputs: Vec<PairInput> = example
+            .memories
+            .iter()
+            .zip(&vectors[1..])
+            .map(|(memory, vector)| PairInput {
+                state: vectors[0].clone(),
+                memory: vector.clone(),
+                features: PairFeatures::from_pair(&example.state, memory),
+            })
+            .collect();
+        let rubrics = student.rubrics(&inputs)?;
+        utilities.push(
+            rubrics
+                .iter()
+                .map(|r| f64::from(scalar_utility(r)))
+                .collect(),
+        );
+    }
+    eprintln!(
+        "{} turn states with candidates from {} episodes",
+        examples.len(),
+        records.len()
+    );
+    Ok((examples, utilities))
+}
+
+/// Arguments of `merit interact score-selector`.
+#[derive(Debug, Args)]
+pub struct ScoreSelectorArgs {
+    /// A run directory made with `--memory` (states from its log, candidates from its
+    /// `memory/`), typically an evaluation run the selectors never trained on.
+    #[arg(long)]
+    run: PathBuf,
+    /// The student PRM checkpoint whose utility values each choice.
+    #[arg(long)]
+    prm: PathBuf,
+    /// Turn-level selector checkpoints to score (one row each).
+    #[arg(long = "selector", required = true)]
+    selectors: Vec<PathBuf>,
+    /// The reward of injecting nothing.
+    #[arg(long, default_value_t = 0.0)]
+    none_reward: f64,
+    /// Candidates per retrieval (the paper's 10).
+    #[arg(long, default_value_t = 10)]
+    candidates: usize,
+    #[command(flatten)]
+    embed: EmbedArgs,
+}
+
+/// Runs `score-selector`: each checkpoint's greedy turn-level choices on a run's states,
+/// valued by the student PRM, beside the fixed rules (always the top candidate, never,
+/// oracle). Nothing is trained and no model is called.
+pub fn score_selector(args: ScoreSelectorArgs) -> Result<()> {
+    let store = store(&args.embed)?;
+    let embedder = embedder(&args.embed, &store)?;
+    let retrieval = RetrievalConfig {
+        candidates: args.candidates,
+        ..RetrievalConfig::default()
+    };
+    retrieval.validate()?;
+    let (examples, utilities) =
+        turn_states_with_utilities(&args.run, &args.prm, embedder.as_ref(), &retrieval)?;
+    if examples.is_empty() {
+        bail!(
+            "{} has no turn state with a memory candidate",
+            args.run.display()
+        );
+    }
+    let problems: Vec<SelectionExample> = examples.iter().map(|e| e.example.clone()).collect();
+    let rewards = PrmRewards {
+        utilities,
+        none: args.none_reward,
+    };
+    let all: Vec<usize> = (0..problems.len()).collect();
+    let mut rows = Vec::new();
+    let mut fixed = Vec::new();
+    for path in &args.selectors {
+        let policy = SelectorPolicy::load_for(path, Level::Turn, embedder.dimension())
+            .with_context(|| format!("cannot load the turn selector {}", path.display()))?;
+        let mut scored = score_rules(
+            &path.display().to_string(),
+            &policy,
+            &problems,
+            &all,
+            &rewards,
+        )?;
+        fixed = scored.split_off(1);
+        rows.extend(scored);
+    }
+    rows.extend(fixed);
+    println!(
+        "Greedy turn-level choices (at most one memory) on the {} states of {}, valued by the \
+         student PRM {}:\n\n| rule | states | mean utility | inject rate |\n|---|---:|---:|---:|",
+        problems.len(),
+        args.run.display(),
+        args.prm.display()
+    );
+    for row in &rows {
+        println!(
+            "| {} | {} | {:.3} | {:.2} |",
+            row.rule, row.states, row.mean_reward, row.inject_rate
+        );
+    }
+    Ok(())
+}
+
 /// Runs `train-selector`.
 pub fn train_selector(args: TrainSelectorArgs) -> Result<()> {
     let store = store(&args.embed)?;
@@ -586,7 +730,10 @@ pub fn train_selector(args: TrainSelectorArgs) -> Result<()> {
         Level::Turn => "turn",
     };
     let mut trainer = PpoTrainer::new(
-        SelectorConfig::new(level, embedder.dimension()),
+        SelectorConfig::new(level, embedder.dimension()).with_inputs(match args.inputs {
+            InputsArg::Full => SelectorInputs::Full,
+            InputsArg::Features => SelectorInputs::Features,
+        }),
         PpoConfig::default(),
         args.seed,
     )?;
@@ -607,6 +754,7 @@ pub fn train_selector(args: TrainSelectorArgs) -> Result<()> {
             eprintln!("warning: cannot write the learning curve: {error}");
         }
     };
+    let mut held_out: Option<HeldOut> = None;
     let problems: Vec<SelectionExample> = match args.level {
         LevelArg::Episode => {
             let (Some(tasks), Some(db_root), Some(memory_dir)) =
@@ -656,44 +804,30 @@ pub fn train_selector(args: TrainSelectorArgs) -> Result<()> {
             let (Some(run), Some(prm)) = (&args.run, &args.prm) else {
                 bail!("--run and --prm are required at the turn level");
             };
-            let records = read_log(&run.join("episodes.jsonl"))?.records;
-            let memory = open_memory(&run.join("memory"), embedder.as_ref())?;
-            let examples = turn_examples(&records, &memory, embedder.as_ref(), &retrieval)?;
-            let student = StudentPrm::load(prm)
-                .with_context(|| format!("cannot load the student PRM {}", prm.display()))?;
-            let mut utilities = Vec::with_capacity(examples.len());
-            for example in &examples {
-                let mut texts = vec![state_text(&example.state)];
-                texts.extend(example.memories.iter().map(memory_text));
-                let vectors = embedder.embed(&texts)?;
-                let inputs: Vec<PairInput> = example
-                    .memories
-                    .iter()
-                    .zip(&vectors[1..])
-                    .map(|(memory, vector)| PairInput {
-                        state: vectors[0].clone(),
-                        memory: vector.clone(),
-                        features: PairFeatures::from_pair(&example.state, memory),
-                    })
-                    .collect();
-                let rubrics = student.rubrics(&inputs)?;
-                utilities.push(
-                    rubrics
-                        .iter()
-                        .map(|r| f64::from(scalar_utility(r)))
-                        .collect(),
-                );
-            }
-            eprintln!(
-                "{} turn states with candidates from {} episodes",
-                examples.len(),
-                records.len()
-            );
-            let rewards = PrmRewards {
+            let (examples, utilities) =
+                turn_states_with_utilities(run, prm, embedder.as_ref(), &retrieval)?;
+            let all_problems: Vec<_> = examples.iter().map(|e| e.example.clone()).collect();
+            let all_rewards = PrmRewards {
                 utilities,
                 none: args.none_reward,
             };
-            let problems: Vec<_> = examples.iter().map(|e| e.example.clone()).collect();
+            let (train_indices, held_indices) = if args.holdout_tasks > 0 {
+                let tasks: Vec<&str> = examples.iter().map(|e| e.instance_id.as_str()).collect();
+                split_by_task(&tasks, args.holdout_tasks, args.seed)?
+            } else {
+                ((0..examples.len()).collect(), Vec::new())
+            };
+            let problems: Vec<_> = train_indices
+                .iter()
+                .map(|&i| all_problems[i].clone())
+                .collect();
+            let rewards = PrmRewards {
+                utilities: train_indices
+                    .iter()
+                    .map(|&i| all_rewards.utilities[i].clone())
+                    .collect(),
+                none: args.none_reward,
+            };
             train_bandit(
                 &problems,
                 &rewards,
@@ -703,6 +837,14 @@ pub fn train_selector(args: TrainSelectorArgs) -> Result<()> {
                 args.seed,
                 on_update,
             )?;
+            if !held_indices.is_empty() {
+                held_out = Some(HeldOut {
+                    problems: all_problems,
+                    rewards: all_rewards,
+                    train: train_indices,
+                    held: held_indices,
+                });
+            }
             problems
         }
     };
@@ -732,7 +874,109 @@ pub fn train_selector(args: TrainSelectorArgs) -> Result<()> {
         shift.mean_total_variation,
         decisions.display()
     );
+    if let Some(held_out) = held_out {
+        let trained = trainer.policy()?;
+        let report = held_out.report(&untrained, &trained)?;
+        let path = args.out.join(format!("{name}-holdout.json"));
+        crate::files::write_atomically(&path, serde_json::to_string_pretty(&report)?.as_bytes())?;
+        print!("{}", held_out_markdown(&report, &path));
+    }
     Ok(())
+}
+
+/// The turn-level states split for a held-out check, with every state's rewards.
+struct HeldOut {
+    problems: Vec<SelectionExample>,
+    rewards: PrmRewards,
+    train: Vec<usize>,
+    held: Vec<usize>,
+}
+
+/// The held-out check's result (`<level>-holdout.json`).
+#[derive(Debug, serde::Serialize)]
+struct HeldOutReport {
+    /// Scores on the training states.
+    training: Vec<RuleScore>,
+    /// Scores on the held-out states.
+    held_out: Vec<RuleScore>,
+    /// Training states whose candidates differ in utility (elsewhere only "inject or not"
+    /// matters, not which memory).
+    training_states_with_differing_candidates: usize,
+    /// The same among the held-out states.
+    held_out_states_with_differing_candidates: usize,
+}
+
+impl HeldOut {
+    fn report(
+        &self,
+        untrained: &SelectorPolicy,
+        trained: &SelectorPolicy,
+    ) -> Result<HeldOutReport> {
+        let part = |indices: &[usize]| -> Result<Vec<RuleScore>> {
+            let mut rows = score_rules(
+                "trained selector",
+                trained,
+                &self.problems,
+                indices,
+                &self.rewards,
+            )?;
+            let before = score_rules(
+                "untrained selector",
+                untrained,
+                &self.problems,
+                indices,
+                &self.rewards,
+            )?;
+            rows.insert(1, before.into_iter().next().context("no untrained row")?);
+            Ok(rows)
+        };
+        let differing = |indices: &[usize]| {
+            indices
+                .iter()
+                .filter(|&&i| {
+                    let row = &self.rewards.utilities[i];
+                    row.iter().any(|u| *u != row[0])
+                })
+                .count()
+        };
+        Ok(HeldOutReport {
+            training: part(&self.train)?,
+            held_out: part(&self.held)?,
+            training_states_with_differing_candidates: differing(&self.train),
+            held_out_states_with_differing_candidates: differing(&self.held),
+        })
+    }
+}
+
+fn held_out_markdown(report: &HeldOutReport, path: &Path) -> String {
+    let mut out = format!(
+        "\nGreedy choices (at most one memory) valued by the student PRM's utility, on the \
+         training states and on the states of the held-out tasks ({}):\n\n\
+         | rule | training states | mean utility | inject rate | held-out states | mean utility | inject rate |\n\
+         |---|---:|---:|---:|---:|---:|---:|\n",
+        path.display()
+    );
+    for (train, held) in report.training.iter().zip(&report.held_out) {
+        out.push_str(&format!(
+            "| {} | {} | {:.3} | {:.2} | {} | {:.3} | {:.2} |\n",
+            train.rule,
+            train.states,
+            train.mean_reward,
+            train.inject_rate,
+            held.states,
+            held.mean_reward,
+            held.inject_rate
+        ));
+    }
+    out.push_str(&format!(
+        "\nStates whose candidates differ in utility (where *which* memory matters, not only \
+         whether to inject one): {} of {} training, {} of {} held-out.\n",
+        report.training_states_with_differing_candidates,
+        report.training.first().map_or(0, |r| r.states),
+        report.held_out_states_with_differing_candidates,
+        report.held_out.first().map_or(0, |r| r.states),
+    ));
+    out
 }
 
 /// Arguments of `merit interact counterfactual`.

@@ -365,6 +365,111 @@ fn merit_memory_unit(vector: &[f32]) -> Vec<f32> {
     }
 }
 
+/// Splits states by task: given each state's task id, the states of `holdout_tasks` tasks
+/// (drawn with a `seed`ed shuffle of the distinct ids, sorted first so the draw does not
+/// depend on the log's order) are held out, the others trained on. Returns the indices of
+/// both parts, each in input order. The states of one episode are near-duplicates of each
+/// other, so a split by state would leak the held-out answers into training.
+pub fn split_by_task(
+    task_of_state: &[&str],
+    holdout_tasks: usize,
+    seed: u64,
+) -> Result<(Vec<usize>, Vec<usize>), TrainError> {
+    let mut tasks: Vec<&str> = task_of_state.to_vec();
+    tasks.sort_unstable();
+    tasks.dedup();
+    if holdout_tasks >= tasks.len() {
+        return Err(TrainError::Tasks(format!(
+            "cannot hold out {holdout_tasks} of the {} tasks with states and still train on one",
+            tasks.len()
+        )));
+    }
+    tasks.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
+    let held: std::collections::HashSet<&str> = tasks[..holdout_tasks].iter().copied().collect();
+    let (mut train, mut held_out) = (Vec::new(), Vec::new());
+    for (i, task) in task_of_state.iter().enumerate() {
+        if held.contains(task) {
+            held_out.push(i);
+        } else {
+            train.push(i);
+        }
+    }
+    Ok((train, held_out))
+}
+
+/// How a selection rule does on a set of states, valued by a [`BanditReward`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RuleScore {
+    /// The rule's name.
+    pub rule: String,
+    /// States scored.
+    pub states: usize,
+    /// Mean reward of the rule's choices.
+    pub mean_reward: f64,
+    /// Share of states where the rule injects a memory.
+    pub inject_rate: f64,
+}
+
+/// Scores the greedy choice (at most one memory) of `policy`, and the fixed rules beside it,
+/// on `examples[indices]`: "always the top candidate" (what a plain embedding retriever
+/// does), "never" (no memory) and "oracle" (the best option of each state: the ceiling any
+/// selector could reach under this reward). The rows come in that order, the policy first.
+pub fn score_rules(
+    policy_name: &str,
+    policy: &crate::selector::SelectorPolicy,
+    examples: &[SelectionExample],
+    indices: &[usize],
+    reward: &dyn BanditReward,
+) -> Result<Vec<RuleScore>, TrainError> {
+    let chosen: Vec<SelectionExample> = indices.iter().map(|&i| examples[i].clone()).collect();
+    let greedy: Vec<Option<usize>> = policy
+        .probabilities_batch(&chosen)?
+        .iter()
+        .map(|p| p.choose(1).first().copied())
+        .collect();
+    let mut oracle = Vec::with_capacity(indices.len());
+    for (&index, example) in indices.iter().zip(&chosen) {
+        let mut best = (reward.none(), None);
+        for choice in 0..example.candidates.len() {
+            let value = reward.reward(index, choice)?;
+            if value > best.0 {
+                best = (value, Some(choice));
+            }
+        }
+        oracle.push(best.1);
+    }
+    let rules: [(&str, Vec<Option<usize>>); 4] = [
+        (policy_name, greedy),
+        (
+            "always the top candidate",
+            chosen
+                .iter()
+                .map(|e| (!e.candidates.is_empty()).then_some(0))
+                .collect(),
+        ),
+        ("never", vec![None; indices.len()]),
+        ("oracle", oracle),
+    ];
+    let mut rows = Vec::with_capacity(rules.len());
+    for (name, choices) in rules {
+        let mut total = 0.0;
+        for (&index, choice) in indices.iter().zip(&choices) {
+            total += match choice {
+                Some(choice) => reward.reward(index, *choice)?,
+                None => reward.none(),
+            };
+        }
+        let n = indices.len().max(1) as f64;
+        rows.push(RuleScore {
+            rule: name.to_string(),
+            states: indices.len(),
+            mean_reward: total / n,
+            inject_rate: choices.iter().filter(|c| c.is_some()).count() as f64 / n,
+        });
+    }
+    Ok(rows)
+}
+
 /// The process reward of a turn-level choice.
 pub trait BanditReward {
     /// The reward of injecting candidate `choice` of `examples[index]`.

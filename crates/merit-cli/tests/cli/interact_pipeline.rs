@@ -413,6 +413,131 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
         );
     }
 
+    // A features-only turn selector with a held-out check: trained on some tasks' states,
+    // scored on the others' against the untrained network and the fixed rules.
+    let holdout = path("selectors-holdout");
+    let table = merit(
+        &[
+            "interact",
+            "train-selector",
+            "--level",
+            "turn",
+            "--run",
+            &train,
+            "--prm",
+            &student,
+            "--out",
+            &holdout,
+            "--updates",
+            "4",
+            "--batch",
+            "8",
+            "--inputs",
+            "features",
+            "--holdout-tasks",
+            "1",
+        ],
+        &server,
+        &cache,
+        false,
+    );
+    assert!(table.contains("| trained selector |"), "{table}");
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("selectors-holdout/turn-holdout.json")).unwrap(),
+    )
+    .unwrap();
+    for part in ["training", "held_out"] {
+        let rows = report[part].as_array().unwrap();
+        let rules: Vec<&str> = rows.iter().map(|r| r["rule"].as_str().unwrap()).collect();
+        assert_eq!(
+            rules,
+            [
+                "trained selector",
+                "untrained selector",
+                "always the top candidate",
+                "never",
+                "oracle"
+            ]
+        );
+        assert!(rows[0]["states"].as_u64().unwrap() > 0, "{part}: {report}");
+        let oracle = rows[4]["mean_reward"].as_f64().unwrap();
+        for row in rows {
+            assert!(
+                row["mean_reward"].as_f64().unwrap() <= oracle + 1e-9,
+                "{report}"
+            );
+        }
+        assert_eq!(rows[3]["inject_rate"].as_f64(), Some(0.0));
+    }
+    let sidecar: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("selectors-holdout/turn.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(sidecar["config"]["inputs"], "features", "{sidecar}");
+
+    // Both checkpoints scored on a run's states without training: one row each, then the
+    // fixed rules, and no rule above the oracle.
+    let turn_checkpoint = format!("{selectors}/turn.safetensors");
+    let holdout_checkpoint = format!("{holdout}/turn.safetensors");
+    let scored = merit(
+        &[
+            "interact",
+            "score-selector",
+            "--run",
+            &train,
+            "--prm",
+            &student,
+            "--selector",
+            &turn_checkpoint,
+            "--selector",
+            &holdout_checkpoint,
+        ],
+        &server,
+        &cache,
+        false,
+    );
+    let rows: Vec<(String, f64)> = scored
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| rule"))
+        .map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            (cells[1].to_string(), cells[3].parse().unwrap())
+        })
+        .collect();
+    let names: Vec<&str> = rows.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            turn_checkpoint.as_str(),
+            holdout_checkpoint.as_str(),
+            "always the top candidate",
+            "never",
+            "oracle"
+        ],
+        "{scored}"
+    );
+    assert!(rows.iter().all(|(_, u)| *u <= rows[4].1 + 1e-9), "{scored}");
+    let missing = Command::new(env!("CARGO_BIN_EXE_merit"))
+        .args([
+            "interact",
+            "score-selector",
+            "--run",
+            &train,
+            "--prm",
+            &student,
+        ])
+        .args(["--selector", &format!("{selectors}/absent.safetensors")])
+        .args(["--embed-url", &server, "--embed-model", "words", "--cache"])
+        .arg(&cache)
+        .output()
+        .unwrap();
+    assert!(!missing.status.success());
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        stderr.contains("absent.safetensors") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+
     // 5. An evaluation run with the learned checkpoints on the frozen training memory.
     let eval = path("eval");
     merit(

@@ -31,6 +31,7 @@
 //! | [`CandidateFeatures::to_array`] | 8 | rank, cosine, BM25, polarity, source reward, age |
 //!
 //! The scale factors make every block's entries O(1) for unit vectors, whatever *d* is. A
+//! features-only network ([`SelectorInputs::Features`]) reads the last block alone. A
 //! shared trunk (two `tanh` layers of [`SelectorConfig::hidden`] units) maps each row to a
 //! hidden state *hᵢ*; a linear policy head gives one logit per candidate. The pooled state
 //! *p* (mean of the *hᵢ*; zero when there is no candidate) gives the learned **"inject
@@ -124,6 +125,29 @@ pub struct SelectorConfig {
     pub embedding_dim: usize,
     /// Width of the hidden layers.
     pub hidden: usize,
+    /// What each candidate's input row holds (checkpoints from before this field read as
+    /// [`SelectorInputs::Full`], the only network they could be).
+    #[serde(default)]
+    pub inputs: SelectorInputs,
+}
+
+/// What a selector network reads about each candidate.
+///
+/// The full row lets the network learn *which* memories help *which* states, but its
+/// `3·d` embedding entries dwarf the eight features; trained on the few hundred logged
+/// states a CPU run produces, it fits the training states and not new ones (the full
+/// MERIT arm of `docs/results/interact` skips memory at 26% of its training states and 6%
+/// of unseen ones). The features-only row is the small-data alternative: a policy over
+/// how good the match looks (rank, cosine, BM25, polarity, source reward, age), with
+/// `8·h + h² + …` parameters instead of `(3d + 8)·h + …`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SelectorInputs {
+    /// Embedding blocks and retrieval features (`3·d + 8` numbers; the default).
+    #[default]
+    Full,
+    /// The eight retrieval features only.
+    Features,
 }
 
 impl SelectorConfig {
@@ -133,7 +157,13 @@ impl SelectorConfig {
             level,
             embedding_dim,
             hidden: 64,
+            inputs: SelectorInputs::Full,
         }
+    }
+
+    /// The same configuration reading `inputs`.
+    pub fn with_inputs(self, inputs: SelectorInputs) -> SelectorConfig {
+        SelectorConfig { inputs, ..self }
     }
 
     /// Checks the sizes.
@@ -153,9 +183,13 @@ impl SelectorConfig {
         Ok(())
     }
 
-    /// Length of one candidate's input row: `3·embedding_dim + CandidateFeatures::LEN`.
+    /// Length of one candidate's input row: `3·embedding_dim + CandidateFeatures::LEN`, or
+    /// `CandidateFeatures::LEN` for a features-only network.
     pub fn input_len(&self) -> usize {
-        3 * self.embedding_dim + CandidateFeatures::LEN
+        match self.inputs {
+            SelectorInputs::Full => 3 * self.embedding_dim + CandidateFeatures::LEN,
+            SelectorInputs::Features => CandidateFeatures::LEN,
+        }
     }
 }
 

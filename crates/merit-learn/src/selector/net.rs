@@ -1,7 +1,7 @@
 //! The policy/value network: parameter layout, deterministic initialisation, input rows and
 //! the batched forward pass (see the module docs of [`super`] for the architecture).
 
-use super::{LearnError, SelectionExample, SelectorConfig};
+use super::{LearnError, SelectionExample, SelectorConfig, SelectorInputs};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{Linear, Module};
 use merit_interact::memory::CandidateFeatures;
@@ -207,12 +207,16 @@ impl Batch {
                 mask[e * width + i] = 1.0;
                 padding[e * width + i] = 0.0;
                 let start = (e * width + i) * len;
-                write_row(
-                    &mut rows[start..start + len],
-                    &example.query_embedding,
-                    &candidate.embedding,
-                    &candidate.features,
-                );
+                let row = &mut rows[start..start + len];
+                match config.inputs {
+                    SelectorInputs::Full => write_row(
+                        row,
+                        &example.query_embedding,
+                        &candidate.embedding,
+                        &candidate.features,
+                    ),
+                    SelectorInputs::Features => row.copy_from_slice(&candidate.features.to_array()),
+                }
             }
         }
         let device = &Device::Cpu;
