@@ -210,6 +210,13 @@ pub struct AnnotateArgs {
     /// (spread over states and candidate ranks; a later invocation continues the sample).
     #[arg(long)]
     limit: Option<usize>,
+    /// Judge up to K candidates of each state (pairs already in the file count), states taken
+    /// in a stable pseudo-random order, instead of drawing pairs independently: the student
+    /// then sees memories compared on the same state, which is what a turn selector needs
+    /// from it (drawn independently, nearly every state has one judged pair, and a small
+    /// student learns to rate the state rather than the memory).
+    #[arg(long, value_name = "K")]
+    per_state: Option<usize>,
     #[command(flatten)]
     teacher: ChatArgs,
     #[command(flatten)]
@@ -232,8 +239,21 @@ pub struct PrmTrainArgs {
     /// between SFT and GRPO).
     #[arg(long, default_value_t = 20)]
     held_out_percent: u64,
+    /// What the split draws: single pairs (the default), or whole states, so that no state
+    /// of the agreement table was seen in training (use it with `annotate --per-state`).
+    #[arg(long, value_enum, default_value_t = SplitByArg::Pair)]
+    split_by: SplitByArg,
     #[command(flatten)]
     embed: EmbedArgs,
+}
+
+/// The unit `prm train` splits annotations by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SplitByArg {
+    /// Each (state, memory) pair on its own.
+    Pair,
+    /// All pairs of a state together.
+    State,
 }
 
 /// Which selector `train-selector` trains.
@@ -366,6 +386,9 @@ fn prm_annotate(args: AnnotateArgs) -> Result<()> {
         .into_iter()
         .map(|r| (r.state_id, r.memory_id))
         .collect();
+    if args.per_state == Some(0) {
+        bail!("--per-state must be at least 1");
+    }
     let mut pairs: Vec<AnnotationPair<'_>> = Vec::new();
     for (example, state_id) in examples.iter().zip(&state_ids) {
         for memory in &example.memories {
@@ -385,6 +408,19 @@ fn prm_annotate(args: AnnotateArgs) -> Result<()> {
     pairs.sort_by_cached_key(|pair| {
         merit_core::hash::fnv1a(format!("{}/{}", pair.state_id, pair.memory.id).as_bytes())
     });
+    if let Some(per_state) = args.per_state {
+        // Grouped by state (a stable order of states), each state filled up to K judged pairs.
+        pairs.sort_by_cached_key(|pair| merit_core::hash::fnv1a(pair.state_id.as_bytes()));
+        let mut taken: BTreeMap<&str, usize> = BTreeMap::new();
+        for (state_id, _) in &done {
+            *taken.entry(state_id.as_str()).or_default() += 1;
+        }
+        pairs.retain(|pair| {
+            let count = taken.entry(pair.state_id).or_default();
+            *count += 1;
+            *count <= per_state
+        });
+    }
     if let Some(limit) = args.limit {
         pairs.truncate(limit);
     }
@@ -417,14 +453,15 @@ fn prm_annotate(args: AnnotateArgs) -> Result<()> {
     Ok(())
 }
 
-/// A stable split of a pair: 0..100 from its ids (FNV-1a), independent of file order.
-fn bucket(record: &AnnotationRecord) -> u64 {
+/// A stable split of a pair: 0..100 from its ids (FNV-1a), independent of file order; from
+/// the state's id alone when splitting by state.
+fn bucket(record: &AnnotationRecord, split_by: SplitByArg) -> u64 {
+    let memory_bytes = match split_by {
+        SplitByArg::Pair => record.memory_id.to_le_bytes().to_vec(),
+        SplitByArg::State => Vec::new(),
+    };
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in record
-        .state_id
-        .bytes()
-        .chain(record.memory_id.to_le_bytes())
-    {
+    for byte in record.state_id.bytes().chain(memory_bytes) {
         hash ^= u64::from(byte);
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
@@ -456,7 +493,7 @@ fn prm_train(args: PrmTrainArgs) -> Result<()> {
     let (mut held_out, mut sft, mut grpo) = (Vec::new(), Vec::new(), Vec::new());
     let rest = 100 - args.held_out_percent;
     for record in records {
-        let b = bucket(&record);
+        let b = bucket(&record, args.split_by);
         if b < args.held_out_percent {
             held_out.push(record);
         } else if b < args.held_out_percent + rest / 2 {

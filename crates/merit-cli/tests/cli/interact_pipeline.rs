@@ -4,6 +4,7 @@
 //! evaluation run with the learned checkpoints, and the paired report.
 
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -310,6 +311,46 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
     let annotated = lines(Path::new(&annotations)).len();
     assert!(annotated >= 20, "{annotated} pairs");
 
+    // Contrastive sampling: whole states, K candidates each; pairs already judged count.
+    let grouped = path("prm/grouped.jsonl");
+    let per_state = |k: &str, limit: &str| {
+        merit(
+            &[
+                "interact",
+                "prm",
+                "annotate",
+                "--run",
+                &train,
+                "--out",
+                &grouped,
+                "--per-state",
+                k,
+                "--limit",
+                limit,
+            ],
+            &server,
+            &cache,
+            true,
+        );
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for record in lines(Path::new(&grouped)) {
+            *counts
+                .entry(record["state_id"].as_str().unwrap().to_string())
+                .or_default() += 1;
+        }
+        counts
+    };
+    let first = per_state("2", "6");
+    assert_eq!(first.len(), 3, "{first:?}");
+    assert!(first.values().all(|&n| n == 2), "{first:?}");
+    // One more candidate for each of the same three states, not three new states.
+    let second = per_state("3", "3");
+    assert_eq!(
+        second.keys().collect::<Vec<_>>(),
+        first.keys().collect::<Vec<_>>()
+    );
+    assert!(second.values().all(|&n| n == 3), "{second:?}");
+
     // 3. The student PRM and its agreement table.
     let prm = path("prm");
     let table = merit(
@@ -331,6 +372,31 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
     }
     assert!(dir.path().join("prm/agreement.md").is_file());
     assert!(dir.path().join("prm/student.safetensors").is_file());
+    // Split by state: the same pairs, another agreement table (no held-out state was seen).
+    let by_state = path("prm-by-state");
+    let table_by_state = merit(
+        &[
+            "interact",
+            "prm",
+            "train",
+            "--annotations",
+            &annotations,
+            "--out",
+            &by_state,
+            "--split-by",
+            "state",
+            "--held-out-percent",
+            "40",
+        ],
+        &server,
+        &cache,
+        false,
+    );
+    assert!(table_by_state.contains("student (SFT)"), "{table_by_state}");
+    assert!(dir
+        .path()
+        .join("prm-by-state/student.safetensors")
+        .is_file());
 
     // 4. Both selectors, trained with PPO from scratch.
     let selectors = path("selectors");
