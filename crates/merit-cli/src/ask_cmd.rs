@@ -155,10 +155,34 @@ pub fn load_chat_model_with_threads(
     context_size: u32,
     threads: Option<usize>,
 ) -> Result<LlamaChat> {
+    load_chat_model_with(name, model_path, context_size, threads, 1)
+}
+
+/// [`load_chat_model`] with `cache_slots` KV caches: one per conversation that alternates on
+/// the model (an interact run's agent and user simulator), so neither evicts the other's
+/// prefix.
+pub fn load_chat_model_with_slots(
+    name: &str,
+    model_path: Option<&Path>,
+    context_size: u32,
+    cache_slots: usize,
+) -> Result<LlamaChat> {
+    load_chat_model_with(name, model_path, context_size, None, cache_slots)
+}
+
+/// Loads a chat model with every option: `threads` (`None`: every core) and `cache_slots`.
+pub fn load_chat_model_with(
+    name: &str,
+    model_path: Option<&Path>,
+    context_size: u32,
+    threads: Option<usize>,
+    cache_slots: usize,
+) -> Result<LlamaChat> {
     let files = pull(name, model_path)?;
     let mut config = LlamaConfig::new(files.main_file())
         .with_name(files.name.clone())
-        .with_context_size(context_size);
+        .with_context_size(context_size)
+        .with_cache_slots(cache_slots);
     if let Some(threads) = threads {
         config = config.with_threads(threads);
     }

@@ -12,9 +12,16 @@
 //!    four runs. The later runs replay the replies of the first as the assistant turns, so all
 //!    runs send exactly the same prompts; the benchmark also reports whether every run
 //!    produced the same replies (lookup must not change greedy output).
-//! 3. **Embedder throughput**: sentences per second at batch 32, and the latency of one.
+//! 3. **Two conversations taking turns**, as an interact agent and the user simulator it asks
+//!    share one model: the same episode, with a simulator call (its own system prompt and
+//!    growing conversation) after every agent step, once with one KV cache and once with two
+//!    cache slots (each conversation keeps its prefix). The second run replays the first's
+//!    replies, so both send the same prompts.
+//! 4. **Embedder throughput**: sentences per second at batch 32, and the latency of one.
 
-use crate::ask_cmd::{load_chat_model_with_threads, load_embedder, reexec_with_passive_openmp};
+use crate::ask_cmd::{
+    load_chat_model_with, load_chat_model_with_threads, load_embedder, reexec_with_passive_openmp,
+};
 use anyhow::{anyhow, Result};
 use clap::Args;
 use merit_agent::prompts::initial::{initial_request, schema_from_database, InitialTask};
@@ -247,7 +254,122 @@ fn bench_chat(args: &ModelsBenchArgs) -> Result<()> {
         "ratio episode time neither/reuse + lookup: {:.2}x (target >= 3x)",
         time("neither") / time("reuse + lookup")
     );
+
+    // 3. Two conversations taking turns: one KV cache, then two slots.
+    let one_cache = run_two_roles(&chat, &request, &step_decoding, &runs[0].1.replies, None)?;
+    drop(chat);
+    let two_slots = load_chat_model_with(
+        &args.model,
+        args.model_path.as_deref(),
+        DEFAULT_CONTEXT_SIZE,
+        args.threads,
+        2,
+    )?;
+    let with_slots = run_two_roles(
+        &two_slots,
+        &request,
+        &step_decoding,
+        &runs[0].1.replies,
+        Some(&one_cache.replies),
+    )?;
+    for (label, run) in [
+        ("one KV cache", &one_cache),
+        ("two cache slots", &with_slots),
+    ] {
+        println!(
+            "7-step episode with a simulator call after each step, {label}: {:.1} s (prompt \
+             {:.1} s); prompt tokens sent {}, evaluated {}",
+            run.total.as_secs_f64(),
+            run.prompt_time.as_secs_f64(),
+            run.prompt_tokens,
+            run.evaluated_tokens
+        );
+    }
+    println!(
+        "simulator replies identical: {}",
+        if with_slots.replies == one_cache.replies {
+            "yes"
+        } else {
+            "NO"
+        }
+    );
+    println!(
+        "ratio two-role episode time one cache/two slots: {:.2}x; prompt tokens evaluated: \
+         {:.2}x",
+        one_cache.total.as_secs_f64() / with_slots.total.as_secs_f64().max(1e-9),
+        one_cache.evaluated_tokens as f64 / with_slots.evaluated_tokens.max(1) as f64
+    );
     Ok(())
+}
+
+/// The user's side of the two-role episode: a fixed system prompt, then one question per
+/// agent step (its own growing conversation).
+const SIMULATOR_SYSTEM: &str = "You are the person who asked the database question. An \
+    assistant is writing SQL for you and sometimes asks what you meant. Answer each question \
+    in one short sentence from what you know about your request; never write SQL, and say \
+    so when a question is outside what you asked.";
+
+/// The agent episode of [`run_episode`] with its recorded `agent_replies` as assistant turns,
+/// and after each agent call one simulator call. The simulator's replies are generated, or
+/// replayed from `simulator_replay` so that a second run sends the same prompts. Returns the
+/// cost of all calls; `replies` holds the simulator's.
+fn run_two_roles(
+    chat: &LlamaChat,
+    initial: &ChatRequest,
+    decoding: &Decoding,
+    agent_replies: &[String],
+    simulator_replay: Option<&[String]>,
+) -> Result<EpisodeRun> {
+    let mut agent = initial.messages.clone();
+    let mut simulator = vec![ChatMessage::system(SIMULATOR_SYSTEM)];
+    let mut run = EpisodeRun {
+        total: Duration::ZERO,
+        prompt_tokens: 0,
+        evaluated_tokens: 0,
+        completion_tokens: 0,
+        prompt_time: Duration::ZERO,
+        generation_time: Duration::ZERO,
+        generation_steps: 0,
+        drafted_tokens: 0,
+        accepted_tokens: 0,
+        replies: Vec::new(),
+    };
+    let call = |run: &mut EpisodeRun, messages: &[ChatMessage]| -> Result<String> {
+        let request = ChatRequest {
+            messages: messages.to_vec(),
+            decoding: decoding.clone(),
+            prompt_version: "bench-two-roles".to_string(),
+            tools: Vec::new(),
+        };
+        let started = Instant::now();
+        let (reply, stats) = chat.chat_with_stats(&request)?;
+        run.total += started.elapsed();
+        run.prompt_tokens += u64::from(stats.prompt_tokens);
+        run.evaluated_tokens += u64::from(stats.evaluated_tokens);
+        run.completion_tokens += u64::from(stats.completion_tokens);
+        run.prompt_time += stats.prompt_time;
+        run.generation_time += stats.generation_time;
+        Ok(reply.text)
+    };
+    for step in 0..=FEEDBACK.len() {
+        if step > 0 {
+            agent.push(ChatMessage::assistant(agent_replies[step - 1].clone()));
+            agent.push(ChatMessage::user(FEEDBACK[step - 1]));
+        }
+        call(&mut run, &agent)?;
+        simulator.push(ChatMessage::user(format!(
+            "The assistant asks (step {}): which rows should the answer include?",
+            step + 1
+        )));
+        let generated = call(&mut run, &simulator)?;
+        let answer = match simulator_replay {
+            Some(replies) => replies[step].clone(),
+            None => generated.clone(),
+        };
+        run.replies.push(generated);
+        simulator.push(ChatMessage::assistant(answer));
+    }
+    Ok(run)
 }
 
 /// What one episode cost.

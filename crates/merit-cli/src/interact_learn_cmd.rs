@@ -6,7 +6,7 @@
 //! generator, so running a command again replays it: that is how an interrupted annotation
 //! or training continues (annotation files are also appended to and skip what they hold).
 
-use crate::ask_cmd::{load_chat_model, load_embedder, reexec_with_passive_openmp};
+use crate::ask_cmd::{load_chat_model_with_slots, load_embedder, reexec_with_passive_openmp};
 use crate::run_cmd::{merit_home, RUN_CONTEXT_SIZE};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
@@ -94,6 +94,11 @@ pub struct ChatArgs {
     /// Path of the embedded chat model's GGUF file (skips pulling).
     #[arg(long)]
     model_path: Option<PathBuf>,
+    /// KV caches of the embedded model (1 to 8): the agent and the user simulator take turns
+    /// on one model, and with a cache each neither re-reads its whole conversation after the
+    /// other spoke. Each costs one context's memory.
+    #[arg(long, default_value_t = 2)]
+    cache_slots: usize,
 }
 
 /// The embedder of a command: a server, or the embedded MiniLM.
@@ -142,10 +147,11 @@ pub fn chat(args: &ChatArgs, store: &Arc<ReplyStore>) -> Result<Arc<dyn ChatMode
         (Some(url), Some(name)) => Arc::new(OpenAiChat::new(OpenAiConfig::new(url, name))?),
         _ => {
             reexec_with_passive_openmp();
-            Arc::new(load_chat_model(
+            Arc::new(load_chat_model_with_slots(
                 &args.model,
                 args.model_path.as_deref(),
                 RUN_CONTEXT_SIZE,
+                args.cache_slots,
             )?)
         }
     };

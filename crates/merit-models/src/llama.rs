@@ -103,7 +103,22 @@ pub struct LlamaConfig {
     /// `merit bench models`. Sampled requests (`temperature > 0`) never use it. Can also be
     /// switched at run time with [`LlamaChat::set_prompt_lookup`].
     pub prompt_lookup: Option<PromptLookup>,
+    /// KV caches kept side by side (default 1, at most [`MAX_CACHE_SLOTS`]). Each call goes
+    /// to the cache sharing the longest prefix with its prompt, so callers that alternate
+    /// between conversations (an agent and the user simulator it asks, on one model) each
+    /// keep their own prefix instead of evicting each other's. Each slot is a whole context:
+    /// memory grows by one KV cache of `context_size` tokens per slot.
+    pub cache_slots: usize,
 }
+
+/// The most KV cache slots one [`LlamaChat`] keeps.
+pub const MAX_CACHE_SLOTS: usize = 8;
+
+/// A shared prefix shorter than this (in tokens) does not make a cache slot the match for a
+/// prompt: every conversation of one chat template shares its first few tokens, and spending
+/// a busy slot on an unrelated conversation would evict a prefix worth keeping. Such
+/// prompts go to the least recently used slot instead.
+const MIN_SLOT_MATCH: usize = 32;
 
 impl LlamaConfig {
     /// Defaults for the GGUF file at `model_path`.
@@ -123,7 +138,14 @@ impl LlamaConfig {
             prefix_reuse: true,
             stop_token_ids: QWEN_STOP_TOKEN_IDS.to_vec(),
             prompt_lookup: None,
+            cache_slots: 1,
         }
+    }
+
+    /// Sets the number of KV cache slots (see [`LlamaConfig::cache_slots`]).
+    pub fn with_cache_slots(mut self, slots: usize) -> LlamaConfig {
+        self.cache_slots = slots;
+        self
     }
 
     /// Sets the model name used in the id.
@@ -172,7 +194,9 @@ impl LlamaConfig {
 pub struct CallStats {
     /// Tokens in the rendered prompt.
     pub prompt_tokens: u32,
-    /// Prompt tokens whose KV entries were reused from the previous call.
+    /// The KV cache slot the call used (0 with one slot).
+    pub slot: u32,
+    /// Prompt tokens whose KV entries were reused from an earlier call.
     pub reused_tokens: u32,
     /// Prompt tokens actually evaluated (`prompt_tokens - reused_tokens`).
     pub evaluated_tokens: u32,
@@ -258,6 +282,12 @@ impl LlamaChat {
                 config.context_size
             )));
         }
+        if !(1..=MAX_CACHE_SLOTS).contains(&config.cache_slots) {
+            return Err(ModelError::InvalidRequest(format!(
+                "{} KV cache slots requested; 1 to {MAX_CACHE_SLOTS} are possible",
+                config.cache_slots
+            )));
+        }
         if config.batch_size == 0 || config.threads == 0 {
             return Err(ModelError::InvalidRequest(
                 "batch size and thread count must be at least 1".to_string(),
@@ -330,7 +360,7 @@ impl LlamaChat {
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = params;
     }
 
-    /// Empties the KV cache, so that the next call shares no prefix.
+    /// Empties the KV cache (every slot), so that the next call shares no prefix.
     pub fn clear_cache(&self) -> Result<(), ModelError> {
         let (tx, rx) = mpsc::channel();
         self.send(Job::ClearCache(tx))?;
@@ -566,7 +596,7 @@ fn worker_main(
                 let _ = reply.send(outcome);
             }
             Job::ClearCache(reply) => {
-                engine.forget_cache();
+                engine.forget_all_caches();
                 let _ = reply.send(());
             }
         }
@@ -588,14 +618,36 @@ fn load_model(config: &LlamaConfig) -> Result<LlamaModel, ModelError> {
 /// The state of one loaded model: its context (with the KV cache) and what is in the cache.
 struct Engine<'m> {
     model: &'m LlamaModel,
+    /// The context of the active slot (the one calls evaluate in).
     context: LlamaContext<'m>,
-    /// The tokens whose keys and values are in the KV cache, position by position.
+    /// The tokens whose keys and values are in the active slot's KV cache, position by
+    /// position.
     cached: Vec<LlamaToken>,
+    /// Which slot is active, and when it was last chosen.
+    active: SlotMark,
+    /// The other slots, swapped into `context`/`cached` when a prompt matches them better.
+    parked: Vec<ParkedSlot<'m>>,
+    /// Counts calls; orders the slots by last use.
+    clock: u64,
     template: Option<LlamaChatTemplate>,
     default_system: Option<String>,
     stop_token_ids: Vec<i32>,
     batch_size: usize,
     context_size: u32,
+}
+
+/// A slot's number and the clock value of its last use.
+#[derive(Debug, Clone, Copy)]
+struct SlotMark {
+    number: usize,
+    last_used: u64,
+}
+
+/// A KV cache slot not in use by the current call.
+struct ParkedSlot<'m> {
+    context: LlamaContext<'m>,
+    cached: Vec<LlamaToken>,
+    mark: SlotMark,
 }
 
 impl<'m> Engine<'m> {
@@ -608,13 +660,27 @@ impl<'m> Engine<'m> {
             .with_n_ubatch(config.batch_size)
             .with_n_threads(threads)
             .with_n_threads_batch(threads);
-        let context = model.new_context(backend, params).map_err(|error| {
-            ModelError::Unavailable(format!(
-                "llama.cpp could not create a {}-token context for {} ({error})",
-                config.context_size,
-                config.model_path.display()
-            ))
-        })?;
+        let new_context = || {
+            model.new_context(backend, params.clone()).map_err(|error| {
+                ModelError::Unavailable(format!(
+                    "llama.cpp could not create a {}-token context for {} ({error})",
+                    config.context_size,
+                    config.model_path.display()
+                ))
+            })
+        };
+        let context = new_context()?;
+        let mut parked = Vec::with_capacity(config.cache_slots.saturating_sub(1));
+        for number in 1..config.cache_slots {
+            parked.push(ParkedSlot {
+                context: new_context()?,
+                cached: Vec::new(),
+                mark: SlotMark {
+                    number,
+                    last_used: 0,
+                },
+            });
+        }
         // Only use the GGUF's template if llama.cpp can actually apply it; otherwise fall back
         // to ChatML for every call rather than failing at the first one.
         let template = model.chat_template(None).ok().filter(|template| {
@@ -642,6 +708,12 @@ impl<'m> Engine<'m> {
             model,
             context,
             cached: Vec::new(),
+            active: SlotMark {
+                number: 0,
+                last_used: 0,
+            },
+            parked,
+            clock: 0,
             template,
             default_system,
             stop_token_ids: config.stop_token_ids.clone(),
@@ -663,6 +735,71 @@ impl<'m> Engine<'m> {
     fn forget_cache(&mut self) {
         self.context.clear_kv_cache();
         self.cached.clear();
+    }
+
+    /// Empties every slot.
+    fn forget_all_caches(&mut self) {
+        self.forget_cache();
+        for slot in &mut self.parked {
+            slot.context.clear_kv_cache();
+            slot.cached.clear();
+        }
+    }
+
+    /// Makes the slot that suits `tokens` the active one: the slot sharing the longest
+    /// prefix with them (ties: the active slot, then the lower number), or, when no slot
+    /// shares at least [`MIN_SLOT_MATCH`] tokens, the least recently used one (ties: the
+    /// lower number). Deterministic: the choice depends only on the calls so far.
+    fn choose_slot(&mut self, tokens: &[LlamaToken]) {
+        self.clock += 1;
+        if !self.parked.is_empty() {
+            let mut best: Option<(usize, usize)> = None; // (shared prefix, parked index)
+            for (index, slot) in self.parked.iter().enumerate() {
+                let shared = common_prefix(&slot.cached, tokens);
+                let better = match best {
+                    None => true,
+                    Some((length, at)) => {
+                        shared > length
+                            || (shared == length && slot.mark.number < self.parked[at].mark.number)
+                    }
+                };
+                if better {
+                    best = Some((shared, index));
+                }
+            }
+            let active_shared = common_prefix(&self.cached, tokens);
+            let swap_to = match best {
+                Some((shared, index)) if shared > active_shared && shared >= MIN_SLOT_MATCH => {
+                    Some(index)
+                }
+                _ if active_shared >= MIN_SLOT_MATCH => None,
+                _ => {
+                    // No slot matches: take the least recently used one.
+                    let oldest = self
+                        .parked
+                        .iter()
+                        .enumerate()
+                        .min_by_key(|(_, slot)| (slot.mark.last_used, slot.mark.number))
+                        .map(|(index, slot)| (index, slot.mark));
+                    match oldest {
+                        Some((index, mark))
+                            if (mark.last_used, mark.number)
+                                < (self.active.last_used, self.active.number) =>
+                        {
+                            Some(index)
+                        }
+                        _ => None,
+                    }
+                }
+            };
+            if let Some(index) = swap_to {
+                let slot = &mut self.parked[index];
+                std::mem::swap(&mut self.context, &mut slot.context);
+                std::mem::swap(&mut self.cached, &mut slot.cached);
+                std::mem::swap(&mut self.active, &mut slot.mark);
+            }
+        }
+        self.active.last_used = self.clock;
     }
 
     fn render(&self, messages: &[ChatMessage]) -> Result<String, ModelError> {
@@ -805,6 +942,9 @@ impl<'m> Engine<'m> {
             )));
         }
 
+        if reuse {
+            self.choose_slot(&tokens);
+        }
         // Keep the longest cached prefix, but always evaluate at least the last prompt token:
         // its logits choose the first reply token and are not kept from earlier calls.
         let keep = if reuse {
@@ -938,6 +1078,7 @@ impl<'m> Engine<'m> {
         let reused_tokens = u32::try_from(reused).unwrap_or(u32::MAX);
         let stats = CallStats {
             prompt_tokens,
+            slot: u32::try_from(self.active.number).unwrap_or(u32::MAX),
             reused_tokens,
             evaluated_tokens: prompt_tokens - reused_tokens,
             completion_tokens,

@@ -160,6 +160,64 @@ fn a_shared_prefix_is_reused_and_gives_the_same_reply_as_a_fresh_cache() {
     assert_eq!(again.evaluated_tokens, 1);
 }
 
+/// Two conversations taking turns on one model, as an interact agent and its user simulator
+/// do: with two cache slots each keeps its prefix; with one, each evicts the other's.
+#[test]
+fn two_cache_slots_keep_two_alternating_conversations() {
+    let Some(file) = model_file() else { return };
+    let agent_opening = vec![ChatMessage::user(SCHEMA_QUESTION)];
+    let simulator = vec![
+        ChatMessage::system(
+            "You play a user who asked a database question. Answer the assistant's \
+             clarification in one short sentence, and never write SQL yourself.",
+        ),
+        ChatMessage::user("The assistant asks: should the count include retired singers?"),
+    ];
+    let run = |slots: usize| {
+        let chat =
+            LlamaChat::load(LlamaConfig::new(file.clone()).with_cache_slots(slots)).expect("load");
+        let (first, first_stats) = chat
+            .chat_with_stats(&request(agent_opening.clone(), 32))
+            .expect("chat");
+        let (answer, answer_stats) = chat
+            .chat_with_stats(&request(simulator.clone(), 24))
+            .expect("chat");
+        let mut follow_up = agent_opening.clone();
+        follow_up.push(ChatMessage::assistant(first.text));
+        follow_up.push(ChatMessage::user(format!(
+            "The user says: {} Write the final query.",
+            answer.text
+        )));
+        let (reply, stats) = chat.chat_with_stats(&request(follow_up, 32)).expect("chat");
+        (reply.text, [first_stats, answer_stats, stats])
+    };
+    let (one_reply, one) = run(1);
+    let (two_reply, two) = run(2);
+    // One slot: the simulator's call took the only cache, so the agent re-reads nearly all.
+    assert!(
+        (one[2].reused_tokens as f64) < 0.2 * one[2].prompt_tokens as f64,
+        "{one:?}"
+    );
+    // Two slots: the simulator went to the second cache, the agent's prefix is still there.
+    assert_eq!(
+        [two[0].slot, two[1].slot, two[2].slot],
+        [0, 1, 0],
+        "{two:?}"
+    );
+    assert!(
+        two[2].reused_tokens as f64 > 0.6 * two[2].prompt_tokens as f64,
+        "{two:?}"
+    );
+    assert!(two[2].evaluated_tokens < one[2].evaluated_tokens);
+    // The cache changes the cost, never the reply.
+    assert_eq!(one_reply, two_reply);
+    assert!(LlamaChat::load(LlamaConfig::new(file.clone()).with_cache_slots(0)).is_err());
+    let error = LlamaChat::load(LlamaConfig::new(file).with_cache_slots(9))
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("9 KV cache slots"), "{error}");
+}
+
 #[test]
 fn generation_stops_at_stop_strings_and_max_tokens() {
     let Some(chat) = model() else { return };
