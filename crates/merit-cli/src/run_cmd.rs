@@ -1,6 +1,6 @@
 //! `merit run` and `merit demo`: MERIT repair experiments over a benchmark.
 
-use crate::ask_cmd::{load_chat_model, load_embedder};
+use crate::ask_cmd::{load_chat_model_with, load_embedder};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
 use merit_agent::extract::extract_sql;
@@ -232,10 +232,18 @@ fn build_models(
 ) -> Result<(Arc<dyn ChatModel>, Arc<dyn Embedder>)> {
     let chat: Arc<dyn ChatModel> = match (&args.llm_url, &args.llm_model) {
         (Some(url), Some(model)) => Arc::new(OpenAiChat::new(OpenAiConfig::new(url, model))?),
-        _ => Arc::new(load_chat_model(
+        // Reflexion alternates reflection and repair prompts, which differ from their first
+        // sentence: a cache slot for each keeps both prefixes (question and schema).
+        _ => Arc::new(load_chat_model_with(
             &args.model,
             args.model_path.as_deref(),
             args.context_size,
+            None,
+            if args.methods.iter().any(|m| m == "reflexion") {
+                2
+            } else {
+                1
+            },
         )?),
     };
     let embedder: Arc<dyn Embedder> = match (&args.embed_url, &args.embed_model) {
