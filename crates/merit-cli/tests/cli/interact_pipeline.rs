@@ -725,6 +725,21 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
         assert!(table.contains(arm), "{table}");
     }
     assert!(dir.path().join("forks.json").is_file());
+    // Forks logged at another turn are not taken for this turn's: relabel the logged forks
+    // as turn 5 and the turn-1 forks all run again.
+    let relabelled: String = lines(&fork_log)
+        .into_iter()
+        .map(|mut fork| {
+            fork["turn"] = json!(5);
+            format!("{fork}\n")
+        })
+        .collect();
+    std::fs::write(&fork_log, relabelled).unwrap();
+    let again = counterfactual(None);
+    assert!(again.contains("| none | 6 |"), "{again}");
+    let logged = lines(&fork_log);
+    assert_eq!(logged.len(), 48, "the turn-1 forks ran again");
+    assert_eq!(logged.iter().filter(|o| o["turn"] == 1).count(), 24);
 
     // 7. The report compares the two runs.
     let report = Command::new(env!("CARGO_BIN_EXE_merit"))
