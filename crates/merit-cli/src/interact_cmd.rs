@@ -16,7 +16,7 @@ use merit_interact::runlog::{
     read_log, run_tasks, run_tasks_with_memory, EpisodeRecord, MemoryRun, RunSpec,
 };
 use merit_interact::simulator::model::{ModelSimulator, ModelSimulatorConfig};
-use merit_interact::{sqlite_backend, Category, EnvConfig, TaskSet};
+use merit_interact::{sqlite_backend, Category, EndReason, EnvConfig, TaskSet};
 use merit_learn::selector::LearnedSelector;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -642,6 +642,25 @@ struct InteractSummary {
     episodes_with_memory: f64,
     /// Insight calls spent on memory writing.
     insight_calls: u64,
+    /// How the episodes ended.
+    ends: EndCounts,
+    /// Episodes in which the agent submitted at least once.
+    episodes_with_submit: usize,
+    /// Turn-level retrievals, and those that injected a memory.
+    turn_retrievals: (usize, usize),
+    /// Episode-level retrievals, and those that injected a memory.
+    episode_retrievals: (usize, usize),
+}
+
+/// Episodes by how they ended (the environment's end reasons; `agent_call_cap` is an episode
+/// the agent stopped at its own call budget while the environment was still running).
+#[derive(Debug, Default, Serialize)]
+struct EndCounts {
+    solved: usize,
+    budget_exhausted: usize,
+    submit_refused: usize,
+    turn_limit: usize,
+    agent_call_cap: usize,
 }
 
 fn summarise(runs: &[PathBuf]) -> Result<Vec<InteractSummary>> {
@@ -717,7 +736,48 @@ fn summarise_one(dir: &Path) -> Result<InteractSummary> {
             .filter_map(|r| r.memory_usage.as_ref())
             .map(|u| u.insight_calls)
             .sum(),
+        ends: end_counts(&records),
+        episodes_with_submit: records
+            .iter()
+            .filter(|r| {
+                r.trajectory
+                    .steps
+                    .iter()
+                    .any(|step| step.action.name == "submit")
+            })
+            .count(),
+        turn_retrievals: retrievals_at(&records, Level::Turn),
+        episode_retrievals: retrievals_at(&records, Level::Episode),
     })
+}
+
+fn end_counts(records: &[EpisodeRecord]) -> EndCounts {
+    let mut counts = EndCounts::default();
+    for record in records {
+        let slot = match record.trajectory.outcome.end {
+            EndReason::Solved => &mut counts.solved,
+            EndReason::BudgetExhausted => &mut counts.budget_exhausted,
+            EndReason::SubmitRefused => &mut counts.submit_refused,
+            EndReason::TurnLimit => &mut counts.turn_limit,
+            EndReason::Running => &mut counts.agent_call_cap,
+        };
+        *slot += 1;
+    }
+    counts
+}
+
+/// Retrievals at `level` and how many of them injected something.
+fn retrievals_at(records: &[EpisodeRecord], level: Level) -> (usize, usize) {
+    let at_level = || {
+        records
+            .iter()
+            .flat_map(|r| &r.injections)
+            .filter(move |i| i.level == level)
+    };
+    (
+        at_level().count(),
+        at_level().filter(|i| !i.chosen.is_empty()).count(),
+    )
 }
 
 /// Phase 1 and phase 2 success (percent) over the records of one category (0 when none).
@@ -855,6 +915,31 @@ fn render(summaries: &[InteractSummary]) -> String {
     out
 }
 
+/// The second table: how episodes ended and how often memory was actually shown.
+fn render_behaviour(summaries: &[InteractSummary]) -> String {
+    let mut out = String::from(
+        "| run | solved | budget spent at a submit | refused the forced submit | turn limit | agent call cap | episodes with a submit | turn memories shown / retrievals | episode memories shown / retrievals |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for s in summaries {
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} / {} | {} / {} |\n",
+            s.run,
+            s.ends.solved,
+            s.ends.budget_exhausted,
+            s.ends.submit_refused,
+            s.ends.turn_limit,
+            s.ends.agent_call_cap,
+            s.episodes_with_submit,
+            s.turn_retrievals.1,
+            s.turn_retrievals.0,
+            s.episode_retrievals.1,
+            s.episode_retrievals.0
+        ));
+    }
+    out
+}
+
 fn report(args: InteractReportArgs) -> Result<()> {
     let summaries = summarise(&args.runs)?;
     let comparisons = match &args.baseline {
@@ -866,6 +951,8 @@ fn report(args: InteractReportArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", render(&summaries));
+        println!();
+        print!("{}", render_behaviour(&summaries));
         if !comparisons.is_empty() {
             println!();
             print!("{}", render_comparisons(&comparisons));

@@ -748,6 +748,25 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
         .unwrap();
     let text = String::from_utf8(report.stdout).unwrap();
     assert!(text.contains("Δ phase 1"), "{text}");
+    // How the episodes ended: the five end columns of each run add up to its episodes.
+    let behaviour: Vec<Vec<&str>> = text
+        .lines()
+        .skip_while(|l| !l.contains("refused the forced submit"))
+        .skip(2)
+        .take_while(|l| l.starts_with("| "))
+        .map(|l| l.split('|').map(str::trim).collect())
+        .collect();
+    assert_eq!(behaviour.len(), 2, "{text}");
+    for (row, log) in behaviour.iter().zip([&train, &eval]) {
+        let ends: usize = row[2..7].iter().map(|c| c.parse::<usize>().unwrap()).sum();
+        assert_eq!(
+            ends,
+            lines(&Path::new(log).join("episodes.jsonl")).len(),
+            "{text}"
+        );
+    }
+    // The evaluation run used memory at the turn level: "shown / retrievals" is not 0 / 0.
+    assert_ne!(behaviour[1][8], "0 / 0", "{text}");
 }
 
 #[test]
