@@ -26,7 +26,8 @@ AGENT_OPTS=${AGENT_OPTS:---fold-repeats --schema-in-opening}
 TRAIN_LIMIT=${TRAIN_LIMIT:-}
 EVAL_LIMIT=${EVAL_LIMIT:-}
 # Evaluation arms besides none, cosine and learned (Table 3's baselines and ablations,
-# Table 7's retention): any of bm25 memrl memento no-episode no-turn all.
+# Table 7's retention, the retrieval size): any of bm25 memrl memento no-episode no-turn all
+# cosine-inject2 ... cosine-inject5 (cosine memory, 2 to 5 memories per retrieval).
 EXTRA_ARMS=${EXTRA_ARMS:-bm25 memrl memento no-episode no-turn all}
 # Run folders made by hand (another checkpoint, another --inject) added to the final report.
 REPORT_RUNS=${REPORT_RUNS:-}
@@ -151,6 +152,7 @@ for arm in $EXTRA_ARMS; do
     bm25 | memrl | memento) args=(--memory "$arm" "${from[@]}") ;;
     no-episode) args=(--memory cosine --no-episode-memory "${from[@]}") ;;
     no-turn) args=(--memory cosine --no-turn-memory "${from[@]}") ;;
+    cosine-inject[2-5]) args=(--memory cosine --inject "${arm#cosine-inject}" "${from[@]}") ;;
     all)
       run "$MERIT" interact run "${train_set[@]}" "${train_only[@]}" --out "$RUNS/train-cosine-all" \
         --memory cosine --all-outcomes > /dev/null
