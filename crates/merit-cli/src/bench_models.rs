@@ -322,34 +322,9 @@ fn run_two_roles(
 ) -> Result<EpisodeRun> {
     let mut agent = initial.messages.clone();
     let mut simulator = vec![ChatMessage::system(SIMULATOR_SYSTEM)];
-    let mut run = EpisodeRun {
-        total: Duration::ZERO,
-        prompt_tokens: 0,
-        evaluated_tokens: 0,
-        completion_tokens: 0,
-        prompt_time: Duration::ZERO,
-        generation_time: Duration::ZERO,
-        generation_steps: 0,
-        drafted_tokens: 0,
-        accepted_tokens: 0,
-        replies: Vec::new(),
-    };
-    let call = |run: &mut EpisodeRun, messages: &[ChatMessage]| -> Result<String> {
-        let request = ChatRequest {
-            messages: messages.to_vec(),
-            decoding: decoding.clone(),
-            prompt_version: "bench-two-roles".to_string(),
-            tools: Vec::new(),
-        };
-        let started = Instant::now();
-        let (reply, stats) = chat.chat_with_stats(&request)?;
-        run.total += started.elapsed();
-        run.prompt_tokens += u64::from(stats.prompt_tokens);
-        run.evaluated_tokens += u64::from(stats.evaluated_tokens);
-        run.completion_tokens += u64::from(stats.completion_tokens);
-        run.prompt_time += stats.prompt_time;
-        run.generation_time += stats.generation_time;
-        Ok(reply.text)
+    let mut run = EpisodeRun::default();
+    let call = |run: &mut EpisodeRun, messages: &[ChatMessage]| {
+        run.timed_call(chat, messages, decoding, "bench-two-roles")
     };
     for step in 0..=FEEDBACK.len() {
         if step > 0 {
@@ -373,6 +348,7 @@ fn run_two_roles(
 }
 
 /// What one episode cost.
+#[derive(Default)]
 struct EpisodeRun {
     total: Duration,
     prompt_tokens: u64,
@@ -384,6 +360,36 @@ struct EpisodeRun {
     drafted_tokens: u64,
     accepted_tokens: u64,
     replies: Vec<String>,
+}
+
+impl EpisodeRun {
+    /// One timed call on `messages`, its cost added to the run; returns the reply text.
+    fn timed_call(
+        &mut self,
+        chat: &LlamaChat,
+        messages: &[ChatMessage],
+        decoding: &Decoding,
+        prompt_version: &str,
+    ) -> Result<String> {
+        let request = ChatRequest {
+            messages: messages.to_vec(),
+            decoding: decoding.clone(),
+            prompt_version: prompt_version.to_string(),
+            tools: Vec::new(),
+        };
+        let started = Instant::now();
+        let (reply, stats) = chat.chat_with_stats(&request)?;
+        self.total += started.elapsed();
+        self.prompt_tokens += u64::from(stats.prompt_tokens);
+        self.evaluated_tokens += u64::from(stats.evaluated_tokens);
+        self.completion_tokens += u64::from(stats.completion_tokens);
+        self.prompt_time += stats.prompt_time;
+        self.generation_time += stats.generation_time;
+        self.generation_steps += u64::from(stats.generation_steps);
+        self.drafted_tokens += u64::from(stats.drafted_tokens);
+        self.accepted_tokens += u64::from(stats.accepted_tokens);
+        Ok(reply.text)
+    }
 }
 
 /// Feedback for the repair-like steps, in the spirit of what the oracle and the DBMS say.
@@ -412,18 +418,7 @@ fn run_episode(
     replay: Option<&[String]>,
 ) -> Result<EpisodeRun> {
     let mut messages = initial.messages.clone();
-    let mut run = EpisodeRun {
-        total: Duration::ZERO,
-        prompt_tokens: 0,
-        evaluated_tokens: 0,
-        completion_tokens: 0,
-        prompt_time: Duration::ZERO,
-        generation_time: Duration::ZERO,
-        generation_steps: 0,
-        drafted_tokens: 0,
-        accepted_tokens: 0,
-        replies: Vec::new(),
-    };
+    let mut run = EpisodeRun::default();
     for step in 0..=FEEDBACK.len() {
         if step > 0 {
             let previous = match replay {
@@ -433,24 +428,8 @@ fn run_episode(
             messages.push(ChatMessage::assistant(previous));
             messages.push(ChatMessage::user(FEEDBACK[step - 1]));
         }
-        let request = ChatRequest {
-            messages: messages.clone(),
-            decoding: decoding.clone(),
-            prompt_version: "bench-episode".to_string(),
-            tools: Vec::new(),
-        };
-        let started = Instant::now();
-        let (reply, stats) = chat.chat_with_stats(&request)?;
-        run.total += started.elapsed();
-        run.prompt_tokens += u64::from(stats.prompt_tokens);
-        run.evaluated_tokens += u64::from(stats.evaluated_tokens);
-        run.completion_tokens += u64::from(stats.completion_tokens);
-        run.prompt_time += stats.prompt_time;
-        run.generation_time += stats.generation_time;
-        run.generation_steps += u64::from(stats.generation_steps);
-        run.drafted_tokens += u64::from(stats.drafted_tokens);
-        run.accepted_tokens += u64::from(stats.accepted_tokens);
-        run.replies.push(reply.text);
+        let reply = run.timed_call(chat, &messages, decoding, "bench-episode")?;
+        run.replies.push(reply);
     }
     Ok(run)
 }

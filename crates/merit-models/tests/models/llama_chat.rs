@@ -209,7 +209,8 @@ fn two_cache_slots_keep_two_alternating_conversations() {
         "{two:?}"
     );
     assert!(two[2].evaluated_tokens < one[2].evaluated_tokens);
-    // The cache changes the cost, never the reply.
+    // On this short conversation the reply is the same (in general a suffix read after cached
+    // tokens can round differently from a whole prompt; this case is stable).
     assert_eq!(one_reply, two_reply);
     assert!(LlamaChat::load(LlamaConfig::new(file.clone()).with_cache_slots(0)).is_err());
     let error = LlamaChat::load(LlamaConfig::new(file).with_cache_slots(9))
