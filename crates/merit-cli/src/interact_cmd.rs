@@ -646,10 +646,10 @@ struct InteractSummary {
     ends: EndCounts,
     /// Episodes in which the agent submitted at least once.
     episodes_with_submit: usize,
-    /// Turn-level retrievals, and those that injected a memory.
-    turn_retrievals: (usize, usize),
-    /// Episode-level retrievals, and those that injected a memory.
-    episode_retrievals: (usize, usize),
+    /// Turn-level retrievals: all of them, those that injected a memory, memories injected.
+    turn_retrievals: (usize, usize, usize),
+    /// Episode-level retrievals: all of them, those that injected a memory, memories injected.
+    episode_retrievals: (usize, usize, usize),
 }
 
 /// Episodes by how they ended (the environment's end reasons; `agent_call_cap` is an episode
@@ -767,7 +767,7 @@ fn end_counts(records: &[EpisodeRecord]) -> EndCounts {
 }
 
 /// Retrievals at `level` and how many of them injected something.
-fn retrievals_at(records: &[EpisodeRecord], level: Level) -> (usize, usize) {
+fn retrievals_at(records: &[EpisodeRecord], level: Level) -> (usize, usize, usize) {
     let at_level = || {
         records
             .iter()
@@ -777,6 +777,7 @@ fn retrievals_at(records: &[EpisodeRecord], level: Level) -> (usize, usize) {
     (
         at_level().count(),
         at_level().filter(|i| !i.chosen.is_empty()).count(),
+        at_level().map(|i| i.chosen.len()).sum(),
     )
 }
 
@@ -918,12 +919,12 @@ fn render(summaries: &[InteractSummary]) -> String {
 /// The second table: how episodes ended and how often memory was actually shown.
 fn render_behaviour(summaries: &[InteractSummary]) -> String {
     let mut out = String::from(
-        "| run | solved | budget spent at a submit | refused the forced submit | turn limit | agent call cap | episodes with a submit | turn memories shown / retrievals | episode memories shown / retrievals |\n\
+        "| run | solved | budget spent at a submit | refused the forced submit | turn limit | agent call cap | episodes with a submit | turn retrievals with a memory / all (memories shown) | episode retrievals with a memory / all (memories shown) |\n\
          |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for s in summaries {
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} / {} | {} / {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} / {} ({}) | {} / {} ({}) |\n",
             s.run,
             s.ends.solved,
             s.ends.budget_exhausted,
@@ -933,8 +934,10 @@ fn render_behaviour(summaries: &[InteractSummary]) -> String {
             s.episodes_with_submit,
             s.turn_retrievals.1,
             s.turn_retrievals.0,
+            s.turn_retrievals.2,
             s.episode_retrievals.1,
-            s.episode_retrievals.0
+            s.episode_retrievals.0,
+            s.episode_retrievals.2
         ));
     }
     out
