@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds llama.cpp's own OpenAI-compatible server, `llama-server`, for the test that runs the
-# OpenAI client against a real server (crates/merit-models/tests/openai_real_server.rs).
+# OpenAI client against a real server (crates/merit-models/tests/openai_real_server.rs), and
+# llama.cpp's own speed tool, `llama-batched-bench`, which `merit bench models --llama-bench`
+# runs beside the embedded backend as its baseline (README, "Models").
 #
 # Where the sources come from: the vendored llama.cpp of the `llama-cpp-2` crate lacks the
 # server's sources, so the script takes the complete llama.cpp tree that ships inside the
@@ -19,8 +21,9 @@ VERSION="${MERIT_LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 ROOT="${MERIT_TEST_SERVER_DIR:-${MERIT_HOME:-$HOME/.cache/merit}/test-server}"
 DEST="$ROOT/llama-cpp-python-$VERSION"
 BIN="$DEST/bin/llama-server"
+BENCH="$DEST/bin/llama-batched-bench"
 
-if [ -x "$BIN" ] && "$BIN" --version >/dev/null 2>&1; then
+if [ -x "$BIN" ] && "$BIN" --version >/dev/null 2>&1 && [ -x "$BENCH" ]; then
   echo "llama-server already built" >&2
   echo "$BIN"
   exit 0
@@ -57,14 +60,15 @@ cmake -S "$SRC" -B "$WORK/build" \
   -DLLAMA_USE_PREBUILT_UI=OFF \
   -DLLAMA_OPENSSL=OFF >&2
 
-echo "== building llama-server ($(nproc) jobs)" >&2
-cmake --build "$WORK/build" --target llama-server -j "$(nproc)" >&2
+echo "== building llama-server and llama-batched-bench ($(nproc) jobs)" >&2
+cmake --build "$WORK/build" --target llama-server llama-batched-bench -j "$(nproc)" >&2
 
 # Install by rename, so that a killed build never leaves a half-copied binary behind.
 STAGE="$ROOT/.install-$$"
 rm -rf "$STAGE"
 mkdir -p "$STAGE/bin"
 cp "$WORK/build/bin/llama-server" "$STAGE/bin/llama-server"
+cp "$WORK/build/bin/llama-batched-bench" "$STAGE/bin/llama-batched-bench"
 "$STAGE/bin/llama-server" --version >&2
 rm -rf "$DEST"
 mv "$STAGE" "$DEST"

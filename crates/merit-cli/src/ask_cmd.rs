@@ -54,7 +54,7 @@ pub struct AskArgs {
 
 /// Runs `merit ask`.
 pub fn run(args: AskArgs) -> Result<()> {
-    reexec_with_passive_openmp();
+    reexec_with_bounded_openmp_spin();
     let path = DatabaseDir::new(&args.db_dir)
         .locate(&args.db)
         .map_err(|missing| anyhow!("{missing}"))?;
@@ -109,18 +109,31 @@ pub fn run(args: AskArgs) -> Result<()> {
     Ok(())
 }
 
-/// Restarts the process with `OMP_WAIT_POLICY=PASSIVE` unless the variable is already set.
+/// How long an OpenMP thread of llama.cpp spins at a barrier before it sleeps, in libgomp's
+/// spin iterations (about 100 per microsecond): long enough to cover the wait between two
+/// operations of one token on an idle machine, far shorter than a scheduler time slice.
 ///
-/// llama.cpp runs its CPU threads under OpenMP, whose threads busy-wait at the many barriers
-/// of each token. When other processes hold the cores (parallel builds, other experiments),
-/// a waiting thread spins through whole time slices and generation collapses: measured on 2
-/// shared cores, 1 token/s instead of 22. With the passive policy waiting threads sleep, and
-/// the speed stays at 22 tokens/s; on an idle machine the difference is small. libgomp reads
-/// the policy once, when the program starts, so it cannot be changed from inside the process:
-/// the only way is to start again with the variable set. Call this first thing in a command,
-/// before it has done anything else. Setting `OMP_WAIT_POLICY` yourself (to any value) skips
-/// the restart.
-pub fn reexec_with_passive_openmp() {
+/// Measured on the 2-core machine (0.5B model, generation tok/s, issue 17):
+/// idle, PASSIVE (no spin) 28.4, 1,000 spins 46.8, 3,000 spins 50.0, ACTIVE (spin forever)
+/// 51.0; with four busy processes beside it, PASSIVE 16.5, 1,000 spins 12.4, 3,000 spins 9.2,
+/// 10,000 spins 4.2, ACTIVE 4.0.
+pub const OPENMP_SPIN_COUNT: u32 = 3_000;
+
+/// Restarts the process with a bounded OpenMP spin (`OMP_WAIT_POLICY=PASSIVE` with
+/// `GOMP_SPINCOUNT` = [`OPENMP_SPIN_COUNT`]) unless `OMP_WAIT_POLICY` is already set.
+///
+/// llama.cpp runs its CPU threads under OpenMP, whose threads wait at the many barriers of
+/// each token. libgomp's default spins for about 3 ms before sleeping: when other processes
+/// hold the cores (parallel builds, other experiments) a waiting thread burns whole time
+/// slices and generation collapses (measured on 2 shared cores: 1 token/s instead of 22).
+/// The passive policy alone (sleep at once) fixed that but cost 45% of generation speed on an
+/// idle machine, since every barrier became a futex sleep and wake-up. A short spin keeps
+/// nearly all of the idle speed and bounds what a waiting thread can waste under load. libgomp
+/// reads these variables once, when the program starts, so they cannot be changed from inside
+/// the process: the only way is to start again with them set. Call this first thing in a
+/// command, before it has done anything else. Setting `OMP_WAIT_POLICY` yourself (to any
+/// value, with or without `GOMP_SPINCOUNT`) skips the restart.
+pub fn reexec_with_bounded_openmp_spin() {
     if std::env::var_os("OMP_WAIT_POLICY").is_some() {
         return;
     }
@@ -130,12 +143,16 @@ pub fn reexec_with_passive_openmp() {
         let Ok(executable) = std::env::current_exe() else {
             return;
         };
-        let error = std::process::Command::new(executable)
+        let mut command = std::process::Command::new(executable);
+        command
             .args(std::env::args_os().skip(1))
-            .env("OMP_WAIT_POLICY", "PASSIVE")
-            .exec();
+            .env("OMP_WAIT_POLICY", "PASSIVE");
+        if std::env::var_os("GOMP_SPINCOUNT").is_none() {
+            command.env("GOMP_SPINCOUNT", OPENMP_SPIN_COUNT.to_string());
+        }
+        let error = command.exec();
         // `exec` only returns when it failed; carry on with the default policy.
-        tracing::debug!("could not restart with OMP_WAIT_POLICY=PASSIVE: {error}");
+        tracing::debug!("could not restart with a bounded OpenMP spin: {error}");
     }
 }
 
@@ -214,7 +231,7 @@ pub fn load_embedder(name: &str, model_path: Option<&Path>) -> Result<MiniLmEmbe
 
 /// The model's files through the registry: the user's path, the cache, then the network,
 /// showing download progress on stderr.
-fn pull(name: &str, model_path: Option<&Path>) -> Result<ModelFiles> {
+pub(crate) fn pull(name: &str, model_path: Option<&Path>) -> Result<ModelFiles> {
     let options = PullOptions {
         model_path: model_path.map(Path::to_path_buf),
         ..PullOptions::default()

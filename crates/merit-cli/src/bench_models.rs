@@ -20,7 +20,7 @@
 //! 4. **Embedder throughput**: sentences per second at batch 32, and the latency of one.
 
 use crate::ask_cmd::{
-    load_chat_model_with, load_chat_model_with_threads, load_embedder, reexec_with_passive_openmp,
+    load_chat_model_with, load_chat_model_with_threads, load_embedder, reexec_with_bounded_openmp_spin,
 };
 use anyhow::{anyhow, Result};
 use clap::Args;
@@ -74,6 +74,11 @@ pub struct ModelsBenchArgs {
     /// written `MAX_NGRAM:MIN_NGRAM:MAX_DRAFT` (e.g. `3:1:10,4:2:16`), to tune them.
     #[arg(long, value_delimiter = ',')]
     lookup_sweep: Vec<String>,
+    /// llama.cpp's own `llama-batched-bench` (built by `scripts/setup-test-server.sh`): when
+    /// given, it runs in the same process tree on the same GGUF file, prompt length, generated
+    /// length and threads, as the baseline of the prompt/generation measurement.
+    #[arg(long)]
+    llama_bench: Option<PathBuf>,
     /// Skip the chat model.
     #[arg(long)]
     no_chat: bool,
@@ -84,15 +89,17 @@ pub struct ModelsBenchArgs {
 
 /// Runs `merit bench models`.
 pub fn run(args: ModelsBenchArgs) -> Result<()> {
-    reexec_with_passive_openmp();
+    reexec_with_bounded_openmp_spin();
     let load = std::fs::read_to_string("/proc/loadavg")
         .ok()
         .and_then(|text| text.split_whitespace().next().map(str::to_string))
         .unwrap_or_else(|| "unknown".to_string());
     println!(
-        "machine: {} cores available, load average {load} at start, OMP_WAIT_POLICY={}",
+        "machine: {} cores available, load average {load} at start, OMP_WAIT_POLICY={}, \
+         GOMP_SPINCOUNT={}",
         std::thread::available_parallelism().map_or(1, |n| n.get()),
-        std::env::var("OMP_WAIT_POLICY").unwrap_or_else(|_| "(unset)".to_string())
+        std::env::var("OMP_WAIT_POLICY").unwrap_or_else(|_| "(unset)".to_string()),
+        std::env::var("GOMP_SPINCOUNT").unwrap_or_else(|_| "(unset)".to_string())
     );
     if !args.no_chat {
         bench_chat(&args)?;
@@ -166,6 +173,35 @@ fn bench_chat(args: &ModelsBenchArgs) -> Result<()> {
         "ratio prompt/generation speed: {:.1}x",
         prompt_rate / generation_rate.max(f64::MIN_POSITIVE)
     );
+    if let Some(tool) = &args.llama_bench {
+        let files = crate::ask_cmd::pull(&args.model, args.model_path.as_deref())?;
+        let threads = args
+            .threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let baseline = llama_batched_bench(
+            tool,
+            files.main_file(),
+            last.prompt_tokens as usize,
+            (last.completion_tokens as usize).max(1),
+            threads,
+            args.repeat.max(1),
+        )?;
+        println!(
+            "llama.cpp's llama-batched-bench, same model, {} prompt and {} generated tokens, {threads} \
+             threads, its own OpenMP defaults: prompt {:.1} tok/s, generation {:.1} tok/s \
+             (median of {})",
+            last.prompt_tokens,
+            last.completion_tokens.max(1),
+            baseline.prompt,
+            baseline.generation,
+            args.repeat.max(1)
+        );
+        println!(
+            "merit / llama.cpp: prompt {:.2}, generation {:.2}",
+            prompt_rate / baseline.prompt.max(f64::MIN_POSITIVE),
+            generation_rate / baseline.generation.max(f64::MIN_POSITIVE)
+        );
+    }
 
     if args.no_episode {
         return Ok(());
@@ -434,6 +470,88 @@ fn run_episode(
     Ok(run)
 }
 
+/// Prompt and generation speed as llama.cpp's own tool reports them.
+struct ToolSpeed {
+    prompt: f64,
+    generation: f64,
+}
+
+/// Runs `llama-batched-bench` (one sequence) `repeat` times and takes the median of its
+/// `S_PP t/s` and `S_TG t/s` columns. The tool gets a clean OpenMP environment: it is the
+/// baseline a user would get by running llama.cpp, not merit's process settings.
+fn llama_batched_bench(
+    tool: &std::path::Path,
+    model: &std::path::Path,
+    prompt_tokens: usize,
+    generated_tokens: usize,
+    threads: usize,
+    repeat: usize,
+) -> Result<ToolSpeed> {
+    let mut prompt = Vec::new();
+    let mut generation = Vec::new();
+    let context = (prompt_tokens + generated_tokens + 64)
+        .next_power_of_two()
+        .max(512);
+    for _ in 0..repeat {
+        let output = std::process::Command::new(tool)
+            .env_remove("OMP_WAIT_POLICY")
+            .env_remove("GOMP_SPINCOUNT")
+            .args(["-m"])
+            .arg(model)
+            .args(["-c", &context.to_string()])
+            .args(["-b", "512", "-ub", "512"])
+            .args(["-npp", &prompt_tokens.to_string()])
+            .args(["-ntg", &generated_tokens.to_string()])
+            .args(["-npl", "1", "-t", &threads.to_string()])
+            .output()
+            .map_err(|error| anyhow!("cannot run {}: {error}", tool.display()))?;
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        if !output.status.success() {
+            return Err(anyhow!(
+                "{} failed ({}): {}",
+                tool.display(),
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+                    .lines()
+                    .last()
+                    .unwrap_or("")
+            ));
+        }
+        let (pp, tg) = parse_batched_bench(&stdout)
+            .ok_or_else(|| anyhow!("no result row in llama-batched-bench's output:\n{stdout}"))?;
+        prompt.push(pp);
+        generation.push(tg);
+    }
+    Ok(ToolSpeed {
+        prompt: median(&mut prompt),
+        generation: median(&mut generation),
+    })
+}
+
+/// The `S_PP t/s` and `S_TG t/s` cells of the first result row of `llama-batched-bench`'s
+/// Markdown table.
+fn parse_batched_bench(output: &str) -> Option<(f64, f64)> {
+    let mut header: Option<Vec<String>> = None;
+    for line in output.lines().map(str::trim).filter(|l| l.starts_with('|')) {
+        let cells: Vec<String> = line
+            .trim_matches('|')
+            .split('|')
+            .map(|cell| cell.trim().to_string())
+            .collect();
+        match &header {
+            None if cells.iter().any(|c| c == "S_PP t/s") => header = Some(cells),
+            Some(names) if cells.iter().all(|c| !c.starts_with('-')) => {
+                let at = |name: &str| names.iter().position(|n| n == name);
+                let pp = cells.get(at("S_PP t/s")?)?.parse().ok()?;
+                let tg = cells.get(at("S_TG t/s")?)?.parse().ok()?;
+                return Some((pp, tg));
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
 fn bench_embedder(args: &ModelsBenchArgs) -> Result<()> {
     let started = Instant::now();
     let embedder = load_embedder(&args.embedder, args.embedder_path.as_deref())?;
@@ -534,4 +652,19 @@ fn median(values: &mut [f64]) -> f64 {
     }
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_batched_bench_table_is_read_by_column_name() {
+        let output = "main: n_kv_max = 1024\n\n\
+|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s |    S t/s |\n\
+|-------|--------|------|--------|----------|----------|----------|----------|----------|----------|\n\
+|   642 |     56 |    1 |    698 |    2.547 |   252.07 |    1.212 |    46.20 |    3.759 |   185.68 |\n";
+        assert_eq!(parse_batched_bench(output), Some((252.07, 46.20)));
+        assert_eq!(parse_batched_bench("no table"), None);
+    }
 }

@@ -2,7 +2,7 @@
 //! BIRD-Interact-format tasks, with the model-driven user simulator and optionally the
 //! dual-level long-term memory, in a resumable run directory; and the summary of such runs.
 
-use crate::ask_cmd::reexec_with_passive_openmp;
+use crate::ask_cmd::reexec_with_bounded_openmp_spin;
 use crate::interact_learn_cmd::{build_embedder, chat, open_store, ChatArgs};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
@@ -253,7 +253,7 @@ pub fn run(command: InteractCommand) -> Result<()> {
 fn generate(args: InteractGenArgs) -> Result<()> {
     use merit_interact::gen;
     if !args.chat.is_server() {
-        reexec_with_passive_openmp();
+        reexec_with_bounded_openmp_spin();
     }
     let mut seeds = gen::load_seeds(&args.seeds, &args.split)?;
     if let Some(count) = args.seed_sample {
@@ -394,7 +394,7 @@ const LOG_FILE: &str = "episodes.jsonl";
 
 fn run_agent(args: InteractRunArgs) -> Result<()> {
     if !args.chat.is_server() {
-        reexec_with_passive_openmp();
+        reexec_with_bounded_openmp_spin();
     }
     let mut set = TaskSet::load(&args.tasks, &args.db_root)
         .with_context(|| format!("cannot load the tasks of {}", args.tasks.display()))?;

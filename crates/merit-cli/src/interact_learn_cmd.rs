@@ -6,7 +6,7 @@
 //! generator, so running a command again replays it: that is how an interrupted annotation
 //! or training continues (annotation files are also appended to and skip what they hold).
 
-use crate::ask_cmd::{load_chat_model_with_slots, load_embedder, reexec_with_passive_openmp};
+use crate::ask_cmd::{load_chat_model_with_slots, load_embedder, reexec_with_bounded_openmp_spin};
 use crate::run_cmd::{merit_home, RUN_CONTEXT_SIZE};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
@@ -146,7 +146,7 @@ pub fn chat(args: &ChatArgs, store: &Arc<ReplyStore>) -> Result<Arc<dyn ChatMode
     let live: Arc<dyn ChatModel> = match (&args.llm_url, &args.llm_model) {
         (Some(url), Some(name)) => Arc::new(OpenAiChat::new(OpenAiConfig::new(url, name))?),
         _ => {
-            reexec_with_passive_openmp();
+            reexec_with_bounded_openmp_spin();
             Arc::new(load_chat_model_with_slots(
                 &args.model,
                 args.model_path.as_deref(),
