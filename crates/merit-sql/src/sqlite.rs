@@ -331,6 +331,13 @@ pub(crate) fn classify_sqlite_error(
         rusqlite::Error::SqliteFailure(_, Some(message)) => ExecError::Sql {
             message: message.clone(),
         },
+        // rusqlite's `Display` for a prepare error appends ` in <the whole SQL> at offset N`.
+        // Python's `sqlite3` (what the official evaluators and the papers' prompts see) gives
+        // the engine's bare message, and a model shown its own query a second time inside the
+        // error copies it back (issue 16), so only the message is kept.
+        rusqlite::Error::SqlInputError { msg, .. } => ExecError::Sql {
+            message: msg.clone(),
+        },
         rusqlite::Error::MultipleStatement => ExecError::MultipleStatements,
         other => ExecError::Sql {
             message: other.to_string(),
