@@ -3,7 +3,7 @@
 //! | text | fields, in order |
 //! |---|---|
 //! | query (dense and BM25) | current question, current SQL, failure context (status, DBMS error), predicted error type |
-//! | memory, dense | source question, source schema, failure context (status, failing SQL), SQL transformation Δ, error type, observed outcome, observed DBMS error |
+//! | memory, dense | source question, failure context (status, failing SQL), SQL transformation Δ, error type, observed outcome, observed DBMS error, source schema (last: the encoder reads 256 word pieces) |
 //! | memory, BM25 | source question, failure context (status, failing SQL), SQL delta, error type, observed outcome, observed DBMS error, observed successful direction (positive entries only) |
 //!
 //! The dense texts carry field labels (`question:` …) because sentence encoders read them as
@@ -52,16 +52,19 @@ pub fn query_bm25_text(query: &RetrievalQuery) -> String {
 /// The dense-channel document of a memory entry.
 pub fn entry_dense_text(entry: &MemoryEntry) -> String {
     let context = &entry.context;
+    // The schema goes last although the paper lists it second: all-MiniLM-L6-v2 reads at most
+    // 256 word pieces, and a Spider schema alone often fills them, which cut off every failure
+    // field after it (status, SQL, change, type, outcome, error): what retrieval needs most.
     format!(
-        "question: {}\nschema: {}\nstatus: {}\nfailing sql: {}\nchange: {}\nerror type: {}\noutcome: {}\nerror: {}",
+        "question: {}\nstatus: {}\nfailing sql: {}\nchange: {}\nerror type: {}\noutcome: {}\nerror: {}\nschema: {}",
         context.question,
-        context.schema,
         context.status.as_str(),
         context.failing_sql,
         entry.transition.delta.render(),
         entry.failure_type.label(),
         outcome_text(entry),
         or_none(context.error.as_deref()),
+        context.schema,
     )
 }
 

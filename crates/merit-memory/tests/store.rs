@@ -311,3 +311,32 @@ fn reloading_with_another_embedder_re_embeds_every_entry() {
     assert_eq!(memory.memory().dimension(), 8);
     assert_eq!(memory.memory().len(), 3);
 }
+
+/// all-MiniLM-L6-v2 reads 256 word pieces: a long schema placed early cut off every failure
+/// field of the dense document, so the schema comes last.
+#[test]
+fn the_dense_document_puts_every_failure_field_before_the_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(fill(dir.path(), 0..2));
+    let (entries, _) = load_entries(dir.path()).unwrap();
+    for entry in &entries {
+        let text = merit_memory::text::entry_dense_text(entry);
+        let schema_at = text
+            .find("\nschema: CREATE TABLE")
+            .expect("the schema is there");
+        for field in [
+            "question:",
+            "\nstatus:",
+            "\nfailing sql:",
+            "\nchange:",
+            "\nerror type:",
+            "\noutcome:",
+            "\nerror:",
+        ] {
+            let at = text
+                .find(field)
+                .unwrap_or_else(|| panic!("{field} missing in {text}"));
+            assert!(at < schema_at, "{field} comes after the schema in {text}");
+        }
+    }
+}
