@@ -16,8 +16,8 @@
 //! (chosen by a hash of the prompt), so episodes fail, get classified, repaired or not,
 //! write positive and negative memories and retrieve from memories that grow to full size.
 
-use crate::ask_cmd::{load_chat_model, reexec_with_passive_openmp};
-use crate::run_cmd::{load_questions, run_with_models, RunArgs};
+use crate::ask_cmd::{load_chat_model, reexec_with_bounded_openmp_spin};
+use crate::run_cmd::{load_questions, run_with_models, RunArgs, RunModels};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use merit_agent::prompts::initial::{initial_request, InitialTask};
@@ -62,6 +62,8 @@ pub struct RepairBenchArgs {
 struct ManifestModels {
     chat_model: String,
     embedder: String,
+    #[serde(default)]
+    repair_model: Option<String>,
 }
 
 /// A chat model that is never asked: the cache in replay mode answers every call or fails.
@@ -102,7 +104,7 @@ impl Embedder for ReplayOnlyEmbedder {
 /// Runs `merit bench repair`.
 pub fn run(args: RepairBenchArgs) -> Result<()> {
     if args.live_calls > 0 {
-        reexec_with_passive_openmp();
+        reexec_with_bounded_openmp_spin();
     }
     let scratch = tempfile::tempdir().context("cannot create a scratch directory")?;
     match &args.from {
@@ -149,7 +151,7 @@ fn record_scripted_run(run: &RunArgs, cache_dir: &Path, out: &Path) -> Result<()
     run_args.resume = None;
     run_args.cache = Some(cache_dir.to_path_buf());
     let started = Instant::now();
-    run_with_models(run_args, Some((chat, embedder)))
+    run_with_models(run_args, Some(RunModels::single(chat, embedder)))
         .context("the scripted run that the benchmark replays failed")?;
     println!(
         "scripted run (stand-in model, recording every reply): {:.2} s",
@@ -253,6 +255,14 @@ fn replay(args: &RepairBenchArgs, from: &Path, cache_dir: &Path, scratch: &Path)
         .with_mode(CacheMode::Replay)
         .with_accounting(Arc::clone(&accounting)),
     );
+    let repair: Arc<dyn ChatModel> = match &manifest.repair_model {
+        None => Arc::clone(&chat),
+        Some(id) => Arc::new(
+            CachedChat::new(ReplayOnlyChat(id.clone()), Arc::clone(&store))
+                .with_mode(CacheMode::Replay)
+                .with_accounting(Arc::clone(&accounting)),
+        ),
+    };
     let embedder: Arc<dyn Embedder> = Arc::new(
         CachedEmbedder::new(ReplayOnlyEmbedder(manifest.embedder.clone()), store)
             .with_mode(CacheMode::Replay),
@@ -264,7 +274,12 @@ fn replay(args: &RepairBenchArgs, from: &Path, cache_dir: &Path, scratch: &Path)
     run_args.cache = Some(cache_dir.to_path_buf());
 
     let started = Instant::now();
-    run_with_models(run_args, Some((chat, embedder))).context(
+    let models = RunModels {
+        initial: chat,
+        repair,
+        embedder,
+    };
+    run_with_models(run_args, Some(models)).context(
         "the replay failed: is every reply of the run in the cache, and are the options \
          those of the original run?",
     )?;

@@ -4,9 +4,12 @@ use crate::ask_cmd::{load_chat_model_with, load_embedder};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
 use merit_agent::extract::extract_sql;
+use merit_agent::hints::{DatabaseHints, HintKinds};
 use merit_agent::memory::{MeritMemory, RuleClassifier};
 use merit_agent::prompts::initial::{dialect_name, initial_request, InitialTask};
-use merit_agent::repair::{EpisodeDeps, EpisodeSettings, NoMemory, QuestionView, RepairMemory};
+use merit_agent::repair::{
+    EpisodeDeps, EpisodeSettings, NoMemory, QuestionView, RepairAids, RepairLayout, RepairMemory,
+};
 use merit_core::episode::EpisodeRecord;
 use merit_core::model::{ChatModel, Decoding, Embedder};
 use merit_core::{Benchmark, Question};
@@ -38,6 +41,34 @@ pub enum DatasetArg {
     Bird,
 }
 
+/// Which split of the benchmark a run draws its questions from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SplitArg {
+    /// The evaluation split (`dev.json`): report here, tune nowhere.
+    Dev,
+    /// The training split (`train.json`): where prompts, aids and defaults are calibrated.
+    Train,
+}
+
+/// Layouts of the repair request on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LayoutArg {
+    /// The paper's: the current SQL as a block to correct, with the whole history.
+    Paper,
+    /// Ask afresh: the feedback of earlier attempts without their SQL.
+    Fresh,
+}
+
+/// Hints on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum HintArg {
+    /// Nearest identifiers, tables holding a column, foreign-key join paths.
+    Schema,
+    /// Empty results and literals that never occur in their column.
+    Values,
+}
+
 /// Arguments of `merit run`.
 #[derive(Debug, Args, Clone)]
 pub struct RunArgs {
@@ -51,6 +82,9 @@ pub struct RunArgs {
     /// Folder with `<db_id>/<db_id>.sqlite`.
     #[arg(long)]
     pub db_dir: PathBuf,
+    /// Question split: dev (`dev.json`) or train (`train.json`, Spider: for calibration).
+    #[arg(long, value_enum, default_value = "dev")]
+    pub split: SplitArg,
     /// Methods, comma-separated: iterative, reflexion, dynamic-rag, merit, merit-type-rel,
     /// and the ablations merit-positive-only, merit-no-type-filter, merit-no-dense,
     /// merit-no-bm25, merit-random-same-type, merit-cross-database, merit-same-database.
@@ -101,6 +135,25 @@ pub struct RunArgs {
     /// Most tokens per generation.
     #[arg(long, default_value_t = 512)]
     pub max_tokens: u32,
+    /// Repair aid: a revision that repeats an earlier attempt of the episode is not judged
+    /// again; the model is asked once more with the repeat named (same step, one more call).
+    #[arg(long)]
+    pub repeat_guard: bool,
+    /// Repair aid: hints read from the database about each failure, comma-separated
+    /// (schema, values). Never read from the gold.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub hints: Vec<HintArg>,
+    /// Layout of the repair request: paper (the current SQL as a block to correct) or fresh
+    /// (the feedback of earlier attempts without their SQL).
+    #[arg(long, value_enum, default_value = "paper")]
+    pub layout: LayoutArg,
+    /// Embedded chat model for the repairs (default: `--model`, which writes the shared initial
+    /// predictions either way).
+    #[arg(long)]
+    pub repair_model: Option<String>,
+    /// Path of the repair model's GGUF file (skips pulling).
+    #[arg(long, requires = "repair_model")]
+    pub repair_model_path: Option<PathBuf>,
     /// Context window of the embedded chat model, in tokens. Repair prompts carry the whole
     /// local history and grow with every step; a prompt that still does not fit ends that
     /// episode's repairs (recorded in its log), never the run. Qwen2.5-Coder handles 32,768.
@@ -125,6 +178,29 @@ struct Manifest {
     prompt_family: String,
     max_tokens: u32,
     sqlite_version: String,
+    /// The repair model when it differs from the initial one (absent in older runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    repair_model: Option<String>,
+    /// The method-neutral repair aids (absent in older runs: the paper's setting).
+    #[serde(default, skip_serializing_if = "RepairAids::is_paper")]
+    aids: RepairAids,
+}
+
+impl RunArgs {
+    /// The repair aids these arguments ask for.
+    pub fn aids(&self) -> RepairAids {
+        RepairAids {
+            repeat_guard: self.repeat_guard,
+            hints: HintKinds {
+                schema: self.hints.contains(&HintArg::Schema),
+                values: self.hints.contains(&HintArg::Values),
+            },
+            layout: match self.layout {
+                LayoutArg::Paper => RepairLayout::Paper,
+                LayoutArg::Fresh => RepairLayout::Fresh,
+            },
+        }
+    }
 }
 
 /// One shared initial prediction.
@@ -156,16 +232,26 @@ fn spread(available: usize, count: Option<usize>) -> Vec<usize> {
 pub(crate) fn load_questions(
     args: &RunArgs,
 ) -> Result<(Benchmark, Vec<Question>, HashMap<String, String>)> {
-    let (benchmark, questions, tables) = match args.dataset {
-        DatasetArg::Spider => (
+    let (benchmark, questions, tables) = match (args.dataset, args.split) {
+        (DatasetArg::Spider, SplitArg::Dev) => (
             Benchmark::Spider,
             merit_data::load_spider_questions(args.data.join("dev.json"), "dev")?,
             merit_data::load_tables(args.data.join("tables.json"))?,
         ),
-        DatasetArg::Bird => (
+        (DatasetArg::Spider, SplitArg::Train) => (
+            Benchmark::Spider,
+            merit_data::load_spider_questions(args.data.join("train.json"), "train")?,
+            merit_data::load_tables(args.data.join("tables.json"))?,
+        ),
+        (DatasetArg::Bird, SplitArg::Dev) => (
             Benchmark::Bird,
             merit_data::load_bird_questions(args.data.join("dev.json"), "dev")?,
             merit_data::load_tables(args.data.join("dev_tables.json"))?,
+        ),
+        (DatasetArg::Bird, SplitArg::Train) => (
+            Benchmark::Bird,
+            merit_data::load_bird_questions(args.data.join("train.json"), "train")?,
+            merit_data::load_tables(args.data.join("train_tables.json"))?,
         ),
     };
     let schemas = tables
@@ -184,6 +270,9 @@ fn method_memory(
         "merit" => Variant::Merit,
         "merit-type-rel" => Variant::TypeReliability,
         "dynamic-rag" => Variant::DynamicRag,
+        // The database-scope ablations are named for what they keep, as in `--help`.
+        "merit-cross-database" => Variant::CrossDatabaseOnly,
+        "merit-same-database" => Variant::SameDatabaseOnly,
         other => {
             let name = other.strip_prefix("merit-").unwrap_or(other);
             Variant::parse(name).ok_or_else(|| format!("unknown method {other:?}"))?
@@ -226,10 +315,7 @@ impl MethodFactory for Factory {
     }
 }
 
-fn build_models(
-    args: &RunArgs,
-    store: Arc<ReplyStore>,
-) -> Result<(Arc<dyn ChatModel>, Arc<dyn Embedder>)> {
+fn build_models(args: &RunArgs, store: Arc<ReplyStore>) -> Result<RunModels> {
     let chat: Arc<dyn ChatModel> = match (&args.llm_url, &args.llm_model) {
         (Some(url), Some(model)) => Arc::new(OpenAiChat::new(OpenAiConfig::new(url, model))?),
         // Reflexion alternates reflection and repair prompts, which differ from their first
@@ -252,9 +338,32 @@ fn build_models(
         }
         _ => Arc::new(load_embedder(&args.embedder, None)?),
     };
+    let repair: Option<Arc<dyn ChatModel>> = match (&args.llm_url, &args.repair_model) {
+        (_, None) => None,
+        (Some(url), Some(model)) => Some(Arc::new(OpenAiChat::new(OpenAiConfig::new(url, model))?)),
+        (None, Some(model)) => Some(Arc::new(load_chat_model_with(
+            model,
+            args.repair_model_path.as_deref(),
+            args.context_size,
+            None,
+            if args.methods.iter().any(|m| m == "reflexion") {
+                2
+            } else {
+                1
+            },
+        )?)),
+    };
     let chat: Arc<dyn ChatModel> = Arc::new(CachedChat::from_arc(chat, Arc::clone(&store)));
+    let repair: Arc<dyn ChatModel> = match repair {
+        Some(repair) => Arc::new(CachedChat::from_arc(repair, Arc::clone(&store))),
+        None => Arc::clone(&chat),
+    };
     let embedder: Arc<dyn Embedder> = Arc::new(CachedEmbedder::from_arc(embedder, store));
-    Ok((chat, embedder))
+    Ok(RunModels {
+        initial: chat,
+        repair,
+        embedder,
+    })
 }
 
 /// Generates (or reloads) the shared initial predictions, one per question, in file order.
@@ -320,14 +429,32 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
     run_with_models(args, None)
 }
 
-/// The chat model and embedder a run uses, already wrapped in the reply cache.
-pub type RunModels = (Arc<dyn ChatModel>, Arc<dyn Embedder>);
+/// The models a run uses, already wrapped in the reply cache.
+pub struct RunModels {
+    /// Writes the shared initial predictions.
+    pub initial: Arc<dyn ChatModel>,
+    /// Writes the repairs (and reflections); the initial model unless `--repair-model`.
+    pub repair: Arc<dyn ChatModel>,
+    /// Embeds memory entries and queries.
+    pub embedder: Arc<dyn Embedder>,
+}
+
+impl RunModels {
+    /// One chat model for the initial predictions and the repairs.
+    pub fn single(chat: Arc<dyn ChatModel>, embedder: Arc<dyn Embedder>) -> RunModels {
+        RunModels {
+            initial: Arc::clone(&chat),
+            repair: chat,
+            embedder,
+        }
+    }
+}
 
 /// [`run`] with the models supplied by the caller (`None`: built from the arguments). The
 /// replay benchmark passes cache-only models here, so that it times the harness alone.
 pub fn run_with_models(args: RunArgs, models: Option<RunModels>) -> Result<PathBuf> {
     if args.llm_url.is_none() && models.is_none() {
-        crate::ask_cmd::reexec_with_passive_openmp();
+        crate::ask_cmd::reexec_with_bounded_openmp_spin();
     }
     let dir = match (&args.out, &args.resume) {
         (_, Some(dir)) => {
@@ -391,7 +518,11 @@ pub fn run_with_models(args: RunArgs, models: Option<RunModels>) -> Result<PathB
         )
         .context("cannot open the reply cache")?,
     );
-    let (chat, embedder) = match models {
+    let RunModels {
+        initial: chat,
+        repair: repair_chat,
+        embedder,
+    } = match models {
         Some(models) => models,
         None => build_models(&args, store)?,
     };
@@ -406,6 +537,8 @@ pub fn run_with_models(args: RunArgs, models: Option<RunModels>) -> Result<PathB
         prompt_family: "merit-prompts-v3".into(),
         max_tokens: args.max_tokens,
         sqlite_version: rusqlite_version(),
+        repair_model: args.repair_model.is_some().then(|| repair_chat.id()),
+        aids: args.aids(),
     };
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     ensure_manifest(&dir, &manifest)?;
@@ -444,6 +577,7 @@ pub fn run_with_models(args: RunArgs, models: Option<RunModels>) -> Result<PathB
         reflect: false,
         method: String::new(),
         seed: 0,
+        aids: args.aids(),
     };
     let parallel = args
         .parallel
@@ -470,10 +604,12 @@ pub fn run_with_models(args: RunArgs, models: Option<RunModels>) -> Result<PathB
             crate::files::log_progress_when_not_a_terminal(bar, 10);
         }
     };
+    let hints = DatabaseHints::new(DatabaseDir::new(&args.db_dir));
     let deps = EpisodeDeps {
-        model: chat.as_ref(),
+        model: repair_chat.as_ref(),
         judge: &oracle,
         classifier: &RuleClassifier,
+        hints: Some(&hints),
     };
     let plan = RunPlan {
         dir: &dir,
@@ -568,6 +704,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
     let resume = args.out.join("manifest.json").is_file();
     run(RunArgs {
         dataset: DatasetArg::Spider,
+        split: SplitArg::Dev,
         data,
         db_dir,
         methods: vec!["iterative".into(), "merit".into()],
@@ -586,7 +723,53 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         cache: None,
         parallel: None,
         max_tokens: 256,
+        repeat_guard: false,
+        hints: Vec::new(),
+        layout: LayoutArg::Paper,
+        repair_model: None,
+        repair_model_path: None,
         context_size: RUN_CONTEXT_SIZE,
     })
     .map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every method `merit run --help` names is one `merit run` accepts.
+    #[test]
+    fn every_method_in_the_help_is_accepted() {
+        #[derive(clap::Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            run: RunArgs,
+        }
+        let command = Wrapper::command();
+        let help = command
+            .get_arguments()
+            .find(|arg| arg.get_id() == "methods")
+            .and_then(|arg| arg.get_help())
+            .map(|help| help.to_string())
+            .expect("--methods has a help text");
+        let listed = help
+            .split_once(':')
+            .map(|(_, list)| list)
+            .expect("the help lists the methods after a colon");
+        let names: Vec<&str> = listed
+            .split([',', ' ', '.'])
+            .map(str::trim)
+            .filter(|word| {
+                !word.is_empty() && *word != "and" && *word != "the" && *word != "ablations"
+            })
+            .collect();
+        assert!(names.len() >= 12, "{names:?}");
+        for name in names {
+            assert!(
+                method_memory(name, 0).is_ok(),
+                "{name} is listed but rejected"
+            );
+        }
+    }
 }

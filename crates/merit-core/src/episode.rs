@@ -3,6 +3,40 @@
 use crate::Status;
 use serde::{Deserialize, Serialize};
 
+/// SQL as two attempts of one episode are compared: keyword case, runs of whitespace and a
+/// trailing `;` do not make two attempts different. String literals are left alone (their
+/// case matters). The oscillation metric and the repair loop's repeat guard both use it, so
+/// what the guard stops is exactly what the metric would count.
+pub fn normalize_attempt_sql(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len());
+    let mut in_string = false;
+    let mut pending_space = false;
+    for c in sql.trim().trim_end_matches(';').trim_end().chars() {
+        if in_string {
+            out.push(c);
+            if c == '\'' {
+                in_string = false;
+            }
+            continue;
+        }
+        if c.is_whitespace() {
+            pending_space = true;
+            continue;
+        }
+        if pending_space && !out.is_empty() {
+            out.push(' ');
+        }
+        pending_space = false;
+        if c == '\'' {
+            in_string = true;
+            out.push(c);
+        } else {
+            out.extend(c.to_lowercase());
+        }
+    }
+    out
+}
+
 /// One SQL attempt inside an episode: step 0 is the shared initial prediction, steps 1..=K
 /// are repair generations.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -29,6 +63,37 @@ pub struct AttemptRecord {
     /// Model calls spent producing this attempt (a reflection call counts too).
     #[serde(default)]
     pub calls: u32,
+    /// What the method-neutral repair aids did around this attempt (absent when none was on).
+    #[serde(default, skip_serializing_if = "AttemptAids::is_empty")]
+    pub aids: AttemptAids,
+}
+
+/// What the repair aids (repeat guard, database hints) did around one attempt. Every method of
+/// a run gets the same aids, so they never separate one method from another; they are logged
+/// so that an episode can be read back exactly as the model saw it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttemptAids {
+    /// The repeat guard: the step of the earlier attempt that this step's first reply
+    /// repeated. The model was asked once more, with the repeat named, and `sql` is its second
+    /// reply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat_of: Option<u32>,
+    /// `true` when `sql` still repeats an earlier attempt after the second ask: it was not
+    /// sent to the oracle again, and that earlier attempt's feedback stands for it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub not_rejudged: bool,
+    /// Hints read from the database for this (failed) attempt's feedback, shown in the next
+    /// repair prompt: nearest existing identifiers, tables holding a column, join paths,
+    /// whether a literal occurs in its column. Never read from the gold.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hints: Vec<String>,
+}
+
+impl AttemptAids {
+    /// `true` when no aid did anything (the record then serializes as before aids existed).
+    pub fn is_empty(&self) -> bool {
+        self.repeat_of.is_none() && !self.not_rejudged && self.hints.is_empty()
+    }
 }
 
 /// A finished episode: one question at one stream position under one method and seed.

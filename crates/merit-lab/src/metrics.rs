@@ -1,6 +1,6 @@
 //! The paper's measures (Tables 1 and 3), computed from episode records.
 
-use merit_core::episode::EpisodeRecord;
+use merit_core::episode::{normalize_attempt_sql, EpisodeRecord};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 
@@ -30,38 +30,6 @@ pub struct RunMetrics {
     pub calls: u64,
 }
 
-/// SQL as compared for oscillation: keyword case, runs of whitespace and a trailing `;` do
-/// not make two attempts different. String literals are left alone (their case matters).
-pub fn normalize_for_oscillation(sql: &str) -> String {
-    let mut out = String::with_capacity(sql.len());
-    let mut in_string = false;
-    let mut pending_space = false;
-    for c in sql.trim().trim_end_matches(';').trim_end().chars() {
-        if in_string {
-            out.push(c);
-            if c == '\'' {
-                in_string = false;
-            }
-            continue;
-        }
-        if c.is_whitespace() {
-            pending_space = true;
-            continue;
-        }
-        if pending_space && !out.is_empty() {
-            out.push(' ');
-        }
-        pending_space = false;
-        if c == '\'' {
-            in_string = true;
-            out.push(c);
-        } else {
-            out.extend(c.to_lowercase());
-        }
-    }
-    out
-}
-
 /// Measures one run from its episodes (one per question).
 pub fn run_metrics(episodes: &[EpisodeRecord]) -> RunMetrics {
     let questions = episodes.len();
@@ -75,7 +43,7 @@ pub fn run_metrics(episodes: &[EpisodeRecord]) -> RunMetrics {
     for episode in &failures {
         let mut seen = HashSet::new();
         for attempt in &episode.attempts {
-            let normalized = normalize_for_oscillation(&attempt.sql);
+            let normalized = normalize_attempt_sql(&attempt.sql);
             if attempt.step > 0 {
                 revisions += 1;
                 if seen.contains(&normalized) {
@@ -128,6 +96,7 @@ mod tests {
             prompt_tokens: if step == 0 { 0 } else { 100 },
             completion_tokens: if step == 0 { 0 } else { 10 },
             calls: u32::from(step > 0),
+            aids: Default::default(),
         }
     }
 
@@ -147,12 +116,12 @@ mod tests {
     #[test]
     fn normalization_ignores_case_space_and_semicolon_but_not_literals() {
         assert_eq!(
-            normalize_for_oscillation("SELECT  a\nFROM t WHERE x = 'Ab  C' ;"),
+            normalize_attempt_sql("SELECT  a\nFROM t WHERE x = 'Ab  C' ;"),
             "select a from t where x = 'Ab  C'"
         );
         assert_ne!(
-            normalize_for_oscillation("SELECT 'a'"),
-            normalize_for_oscillation("SELECT 'A'")
+            normalize_attempt_sql("SELECT 'a'"),
+            normalize_attempt_sql("SELECT 'A'")
         );
     }
 

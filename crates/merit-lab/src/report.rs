@@ -426,6 +426,7 @@ mod tests {
             prompt_tokens: 0,
             completion_tokens: 0,
             calls: 0,
+            aids: Default::default(),
         }];
         if fixed_at != Some(0) {
             let last = fixed_at.unwrap_or(7);
@@ -444,6 +445,7 @@ mod tests {
                     prompt_tokens: 1000,
                     completion_tokens: 20,
                     calls: 1,
+                    aids: Default::default(),
                 });
             }
         }

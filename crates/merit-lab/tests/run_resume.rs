@@ -179,6 +179,7 @@ fn settings() -> EpisodeSettings {
         reflect: false,
         method: String::new(),
         seed: 0,
+        aids: Default::default(),
     }
 }
 
@@ -187,6 +188,7 @@ fn run(dir: &Path, model: &PromptModel) -> Result<(), merit_lab::run::RunError> 
         model,
         judge: &FixJudge,
         classifier: &Classifier,
+        hints: None,
     };
     let (streams, questions, settings) = (streams(), questions(), settings());
     let plan = RunPlan {

@@ -12,11 +12,14 @@
 pub mod prompt;
 
 use crate::extract::extract_sql;
-use merit_core::episode::{AttemptRecord, EpisodeRecord};
+use crate::hints::HintKinds;
+use merit_core::episode::{normalize_attempt_sql, AttemptAids, AttemptRecord, EpisodeRecord};
 use merit_core::model::{ChatMessage, ChatModel, ChatRequest, Decoding, ModelError};
 use merit_core::{Benchmark, Feedback, Status};
+pub use prompt::RepairLayout;
 use prompt::{
-    reflection_prompt, reflection_version, repair_prompt, repair_version, RepairPromptInput,
+    reflection_prompt, reflection_version, repair_prompt, repair_version, repeat_note,
+    RepairPromptInput,
 };
 
 /// A question as the agent may see it: no gold SQL in this type.
@@ -165,6 +168,61 @@ impl RepairMemory for NoMemory {
     }
 }
 
+/// Where repair hints come from: the live database of the question, read-only. Implemented by
+/// [`crate::hints::DatabaseHints`]; the episode only asks.
+pub trait HintSource: Sync {
+    /// Hints about a failed attempt on database `db_id`, in a fixed order.
+    fn hints(
+        &self,
+        db_id: &str,
+        sql: &str,
+        status: Status,
+        error: Option<&str>,
+        kinds: HintKinds,
+    ) -> Vec<String>;
+}
+
+/// The method-neutral repair aids of a run (issue 16). They are applied identically to every
+/// method, so a comparison between methods stays a comparison of their memories; the default
+/// (all off, paper layout) is the paper's plain setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct RepairAids {
+    /// A revision that normalises to an earlier attempt of the episode is not judged again:
+    /// the model is asked once more in the same step, with the repeat named (one more call,
+    /// no extra step against K). If the second reply repeats too, that earlier attempt's
+    /// feedback stands for it without a new judgement.
+    pub repeat_guard: bool,
+    /// Hints read from the database about each failure (see [`crate::hints`]).
+    pub hints: HintKinds,
+    /// Layout of the repair request.
+    pub layout: RepairLayout,
+}
+
+impl RepairAids {
+    /// `true` for the paper's plain setting.
+    pub fn is_paper(&self) -> bool {
+        *self == RepairAids::default()
+    }
+
+    /// A short label, e.g. `paper` or `fresh+repeat-guard+schema-hints`.
+    pub fn label(&self) -> String {
+        if self.is_paper() {
+            return "paper".to_string();
+        }
+        let mut parts = vec![self.layout.name().to_string()];
+        if self.repeat_guard {
+            parts.push("repeat-guard".into());
+        }
+        if self.hints.schema {
+            parts.push("schema-hints".into());
+        }
+        if self.hints.values {
+            parts.push("value-hints".into());
+        }
+        parts.join("+")
+    }
+}
+
 /// Settings of an episode that do not change within a run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EpisodeSettings {
@@ -182,6 +240,8 @@ pub struct EpisodeSettings {
     pub method: String,
     /// Stream seed written into the record.
     pub seed: u64,
+    /// The method-neutral repair aids (all off: the paper's setting).
+    pub aids: RepairAids,
 }
 
 /// Why an episode could not be completed. The run stops with this message; the episode is
@@ -222,6 +282,8 @@ pub struct EpisodeDeps<'a> {
     pub judge: &'a dyn Judge,
     /// The failure classifier.
     pub classifier: &'a dyn FailureClassifier,
+    /// Where database hints come from (needed only when the aids ask for hints).
+    pub hints: Option<&'a dyn HintSource>,
 }
 
 /// Runs one episode at `position` and finalizes it into `memory`.
@@ -267,6 +329,7 @@ pub fn run_episode(
         prompt_tokens: 0,
         completion_tokens: 0,
         calls: 0,
+        aids: Default::default(),
     }];
     let mut reflections: Vec<String> = Vec::new();
     let mut stopped_early: Option<String> = None;
@@ -279,6 +342,17 @@ pub fn run_episode(
             .classify(views[current].status, views[current].error.as_deref());
         views[current].failure_type = Some(failure_type.clone());
         records[current].failure_type = Some(failure_type.clone());
+        let hints = match deps.hints {
+            Some(source) if !settings.aids.hints.is_empty() => source.hints(
+                &question.db_id,
+                &views[current].sql,
+                views[current].status,
+                views[current].error.as_deref(),
+                settings.aids.hints,
+            ),
+            _ => Vec::new(),
+        };
+        records[current].aids.hints = hints.clone();
         let precedents = memory
             .retrieve(&RetrievalRequest {
                 position,
@@ -328,12 +402,14 @@ pub fn run_episode(
                 attempts: &views,
                 precedents: &precedents,
                 reflections: &reflections,
+                hints: &hints,
+                layout: settings.aids.layout,
             },
         );
-        let request = ChatRequest {
+        let mut request = ChatRequest {
             messages: vec![ChatMessage::user(text)],
             decoding: settings.decoding.clone(),
-            prompt_version: repair_version(settings.benchmark),
+            prompt_version: repair_version(settings.benchmark, settings.aids.layout),
             tools: Vec::new(),
         };
         // An invalid request (a prompt over the context window) would fail the same way on
@@ -350,13 +426,54 @@ pub fn run_episode(
         prompt_tokens += u64::from(reply.prompt_tokens);
         completion_tokens += u64::from(reply.completion_tokens);
         calls += 1;
+        let mut aids = AttemptAids::default();
+        let mut extracted = extract_sql(&reply.text);
+        if settings.aids.repeat_guard {
+            if let Some(earlier) = extracted
+                .as_ref()
+                .ok()
+                .and_then(|sql| earlier_attempt(&views, sql))
+            {
+                // Ask once more in the same step, as a follow-up turn: the first prompt stays
+                // a cached prefix, and the note names the attempt that was repeated.
+                aids.repeat_of = Some(views[earlier].step);
+                request
+                    .messages
+                    .push(ChatMessage::assistant(reply.text.clone()));
+                request
+                    .messages
+                    .push(ChatMessage::user(repeat_note(&views[earlier])));
+                match deps.model.chat(&request) {
+                    Ok(second) => {
+                        prompt_tokens += u64::from(second.prompt_tokens);
+                        completion_tokens += u64::from(second.completion_tokens);
+                        calls += 1;
+                        extracted = extract_sql(&second.text);
+                    }
+                    // The follow-up grew past the context: keep the first reply's repeat.
+                    Err(ModelError::InvalidRequest(_)) => {}
+                    Err(error) => return Err(model_error(error)),
+                }
+            }
+        }
         // A reply without SQL is a failed attempt, not a crash: the empty query is judged
         // (and fails) and the extraction message is what the next prompt shows.
-        let (sql, feedback) = match extract_sql(&reply.text) {
-            Ok(sql) => {
-                let feedback = deps.judge.judge(&question.id, &sql).map_err(judge_error)?;
-                (sql, feedback)
-            }
+        let (sql, feedback) = match extracted {
+            Ok(sql) => match earlier_attempt(&views, &sql).filter(|_| settings.aids.repeat_guard) {
+                // Still a repeat: the oracle is deterministic, so its earlier verdict stands.
+                Some(earlier) => {
+                    aids.not_rejudged = true;
+                    let feedback = Feedback {
+                        status: views[earlier].status,
+                        error: views[earlier].error.clone(),
+                    };
+                    (sql, feedback)
+                }
+                None => {
+                    let feedback = deps.judge.judge(&question.id, &sql).map_err(judge_error)?;
+                    (sql, feedback)
+                }
+            },
             Err(no_sql) => (
                 String::new(),
                 Feedback {
@@ -382,6 +499,7 @@ pub fn run_episode(
             prompt_tokens,
             completion_tokens,
             calls,
+            aids,
         });
     }
     let solved = views[views.len() - 1].status.is_correct();
@@ -417,6 +535,14 @@ pub fn run_episode(
         memory_written,
         stopped_early,
     })
+}
+
+/// The index of the earliest attempt whose SQL normalises to the same text as `sql`.
+fn earlier_attempt(views: &[AttemptView], sql: &str) -> Option<usize> {
+    let normalized = normalize_attempt_sql(sql);
+    views
+        .iter()
+        .position(|view| normalize_attempt_sql(&view.sql) == normalized)
 }
 
 #[cfg(test)]

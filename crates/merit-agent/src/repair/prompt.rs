@@ -16,13 +16,46 @@ const MEMORY_POSITIVE: &str = include_str!("../../prompts/memory_positive.txt");
 const MEMORY_NEGATIVE: &str = include_str!("../../prompts/memory_negative.txt");
 const HISTORY_ENTRY: &str = include_str!("../../prompts/history_entry.txt");
 const EVIDENCE_BLOCK: &str = include_str!("../../prompts/evidence_block.txt");
+const REPAIR_FRESH: &str = include_str!("../../prompts/repair_fresh.txt");
+const HINTS_BLOCK: &str = include_str!("../../prompts/hints_block.txt");
+const REPEAT_NOTE: &str = include_str!("../../prompts/repeat_note.txt");
+
+/// How the repair request is laid out. Either layout carries the same memories, history
+/// feedback and hints; they differ in whether the failing queries are shown as text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RepairLayout {
+    /// The paper's layout (`merit-prompts-v3`): the current SQL as a block to correct, its
+    /// feedback, and the whole history with every earlier query. Byte-identical to the
+    /// prompts before aids existed when no hint is given.
+    #[default]
+    Paper,
+    /// Ask afresh: the question and schema, the feedback every earlier attempt got (status and
+    /// DBMS text) but not the failing queries themselves, the hints, the memories. A small
+    /// model shown its failing query as a block tends to copy it back unchanged (issue 16);
+    /// the repeat guard still names a repeated query when the model writes it again.
+    Fresh,
+}
+
+impl RepairLayout {
+    /// The kebab-case name used on the command line and in manifests.
+    pub fn name(self) -> &'static str {
+        match self {
+            RepairLayout::Paper => "paper",
+            RepairLayout::Fresh => "fresh",
+        }
+    }
+}
 
 /// Placeholder for an empty section, as the paper's prompts show it.
 const NONE: &str = "(none)";
 
-/// Prompt-version identifier of the repair prompt for a benchmark.
-pub fn repair_version(benchmark: Benchmark) -> String {
-    format!("{benchmark}-repair-v3")
+/// Prompt-version identifier of the repair prompt for a benchmark and layout.
+pub fn repair_version(benchmark: Benchmark, layout: RepairLayout) -> String {
+    match layout {
+        RepairLayout::Paper => format!("{benchmark}-repair-v3"),
+        RepairLayout::Fresh => format!("{benchmark}-repair-fresh-v1"),
+    }
 }
 
 /// Prompt-version identifier of the reflection prompt for a benchmark.
@@ -132,6 +165,53 @@ pub struct RepairPromptInput<'a> {
     pub precedents: &'a [Precedent],
     /// Reflections generated so far in this episode (Reflexion-style only).
     pub reflections: &'a [String],
+    /// Hints from the database about the current attempt's failure (empty: no section).
+    pub hints: &'a [String],
+    /// The layout.
+    pub layout: RepairLayout,
+}
+
+fn render_hints(hints: &[String]) -> String {
+    hints
+        .iter()
+        .map(|hint| format!("- {}", one_line(hint)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The feedback of every attempt so far without its SQL, for the fresh layout.
+fn render_feedback(attempts: &[AttemptView]) -> String {
+    attempts
+        .iter()
+        .map(|attempt| {
+            let failure_type = attempt
+                .failure_type
+                .as_deref()
+                .map(|t| format!("; failure type {t}"))
+                .unwrap_or_default();
+            format!(
+                "attempt {}: status: {}{}{failure_type}",
+                attempt.step,
+                attempt.status.as_str(),
+                error_suffix(attempt.error.as_deref())
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The follow-up turn the repeat guard sends when a reply repeats attempt `earlier`.
+pub fn repeat_note(earlier: &AttemptView) -> String {
+    fill(
+        REPEAT_NOTE,
+        &[
+            ("step", &earlier.step.to_string()),
+            ("status", earlier.status.as_str()),
+            ("error_suffix", &error_suffix(earlier.error.as_deref())),
+        ],
+    )
+    .trim_end()
+    .to_string()
 }
 
 /// The repair prompt for the next revision.
@@ -150,6 +230,34 @@ pub fn repair_prompt(question: &QuestionView, input: &RepairPromptInput<'_>) -> 
             .map(|(i, r)| format!("{}. {}", i + 1, one_line(r)))
             .collect::<Vec<_>>()
             .join("\n")
+    };
+    let positive = render_precedents(input.precedents, PrecedentPolarity::Positive);
+    let negative = render_precedents(input.precedents, PrecedentPolarity::Negative);
+    if input.layout == RepairLayout::Fresh {
+        let hints = if input.hints.is_empty() {
+            NONE.to_string()
+        } else {
+            render_hints(input.hints)
+        };
+        return fill(
+            REPAIR_FRESH,
+            &[
+                ("question", question.question.trim()),
+                ("dialect", input.dialect),
+                ("schema", input.schema.trim_end()),
+                ("evidence_block", &evidence_block(input.benchmark, question)),
+                ("feedback", &render_feedback(input.attempts)),
+                ("hints", &hints),
+                ("positive_memories", &positive),
+                ("negative_memories", &negative),
+                ("reflections", &reflections),
+            ],
+        );
+    }
+    let hints_block = if input.hints.is_empty() {
+        String::new()
+    } else {
+        fill(HINTS_BLOCK, &[("hints", &render_hints(input.hints))])
     };
     fill(
         REPAIR,
@@ -172,15 +280,10 @@ pub fn repair_prompt(question: &QuestionView, input: &RepairPromptInput<'_>) -> 
                 "failure_type",
                 current.failure_type.as_deref().unwrap_or("Unknown"),
             ),
+            ("hints_block", &hints_block),
             ("history", &render_history(input.attempts)),
-            (
-                "positive_memories",
-                &render_precedents(input.precedents, PrecedentPolarity::Positive),
-            ),
-            (
-                "negative_memories",
-                &render_precedents(input.precedents, PrecedentPolarity::Negative),
-            ),
+            ("positive_memories", &positive),
+            ("negative_memories", &negative),
             ("reflections", &reflections),
         ],
     )

@@ -1,6 +1,7 @@
 //! The episode's logic with a scripted model, a table oracle and a recording memory.
 
 use super::*;
+use crate::hints::HintKinds;
 use merit_core::model::ChatReply;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -34,13 +35,14 @@ impl ChatModel for ScriptedModel {
     }
 
     fn chat(&self, request: &ChatRequest) -> Result<ChatReply, ModelError> {
-        assert_eq!(
-            request.messages.len(),
-            1,
+        // One user message and no system prompt; the repeat guard's follow-up adds the
+        // model's reply and one more user turn.
+        assert!(
+            matches!(request.messages.len(), 1 | 3),
             "one user message, no system prompt"
         );
         assert_eq!(request.decoding.temperature, 0.0);
-        let prompt = request.messages[0].content.clone();
+        let prompt = request.messages[request.messages.len() - 1].content.clone();
         self.prompts.lock().unwrap().push(prompt.clone());
         let text = self
             .replies
@@ -147,6 +149,7 @@ fn settings(reflect: bool) -> EpisodeSettings {
         reflect,
         method: if reflect { "reflexion" } else { "merit" }.into(),
         seed: 0,
+        aids: Default::default(),
     }
 }
 
@@ -172,6 +175,7 @@ fn run(
         model,
         judge,
         classifier: &StatusClassifier,
+        hints: None,
     };
     run_episode(
         &settings(reflect),
@@ -408,6 +412,7 @@ fn model_failures_stop_the_episode_with_a_clear_error() {
         model: &model,
         judge: &judge,
         classifier: &StatusClassifier,
+        hints: None,
     };
     let mut memory = RecordingMemory::default();
     let error = run_episode(
@@ -443,4 +448,201 @@ fn episodes_are_deterministic() {
         (record, model.prompts())
     };
     assert_eq!(make(), make());
+}
+
+/// Counts the judge's calls around a [`TableJudge`].
+struct CountingJudge {
+    inner: TableJudge,
+    calls: Mutex<Vec<String>>,
+}
+
+impl Judge for CountingJudge {
+    fn judge(&self, question_id: &str, sql: &str) -> Result<Feedback, JudgeError> {
+        self.calls.lock().unwrap().push(sql.to_string());
+        self.inner.judge(question_id, sql)
+    }
+}
+
+/// Hints that name the database and the error they were asked about.
+struct EchoHints;
+
+impl HintSource for EchoHints {
+    fn hints(
+        &self,
+        db_id: &str,
+        _sql: &str,
+        _status: Status,
+        error: Option<&str>,
+        kinds: HintKinds,
+    ) -> Vec<String> {
+        assert!(kinds.schema);
+        vec![format!("hint for {db_id}: {}", error.unwrap_or("none"))]
+    }
+}
+
+fn run_with(
+    aids: RepairAids,
+    max_revisions: u32,
+    model: &ScriptedModel,
+    judge: &CountingJudge,
+    initial: &str,
+) -> EpisodeRecord {
+    let deps = EpisodeDeps {
+        model,
+        judge,
+        classifier: &StatusClassifier,
+        hints: Some(&EchoHints),
+    };
+    let settings = EpisodeSettings {
+        max_revisions,
+        aids,
+        ..settings(false)
+    };
+    let mut memory = RecordingMemory::default();
+    run_episode(
+        &settings,
+        &deps,
+        &mut memory,
+        &question(),
+        SCHEMA,
+        initial,
+        0,
+    )
+    .unwrap()
+}
+
+fn counting(entries: &[(&str, Status, Option<&str>)]) -> CountingJudge {
+    CountingJudge {
+        inner: TableJudge::new(entries),
+        calls: Mutex::new(Vec::new()),
+    }
+}
+
+const GUARD: RepairAids = RepairAids {
+    repeat_guard: true,
+    hints: HintKinds {
+        schema: false,
+        values: false,
+    },
+    layout: RepairLayout::Paper,
+};
+
+#[test]
+fn the_repeat_guard_asks_again_in_the_same_step_and_judges_the_new_query() {
+    let model = ScriptedModel::new(&["```sql\nselect  BAD from t;\n```", GOLD]);
+    let judge = counting(&[]);
+    let record = run_with(GUARD, 7, &model, &judge, "SELECT bad FROM t");
+    assert!(record.repaired());
+    assert_eq!(record.repair_steps(), 1, "the re-ask is part of step 1");
+    let step = &record.attempts[1];
+    assert_eq!(step.calls, 2);
+    assert_eq!(step.aids.repeat_of, Some(0));
+    assert!(!step.aids.not_rejudged);
+    let prompts = model.prompts();
+    assert_eq!(prompts.len(), 2);
+    assert!(prompts[1].contains("same as attempt 0"), "{}", prompts[1]);
+    // The repeated query was never sent to the oracle a second time.
+    assert_eq!(
+        *judge.calls.lock().unwrap(),
+        vec!["SELECT bad FROM t", GOLD]
+    );
+}
+
+#[test]
+fn a_repeat_after_the_second_ask_keeps_the_earlier_verdict_without_judging() {
+    let model = ScriptedModel::new(&["SELECT bad FROM t", "SELECT bad FROM t;"]);
+    let judge = counting(&[(
+        "SELECT bad FROM t",
+        Status::ExecutionError,
+        Some("no such column: bad"),
+    )]);
+    let record = run_with(GUARD, 1, &model, &judge, "SELECT bad FROM t");
+    let step = &record.attempts[1];
+    assert_eq!(step.aids.repeat_of, Some(0));
+    assert!(step.aids.not_rejudged);
+    assert_eq!(step.status, Status::ExecutionError);
+    assert_eq!(step.error.as_deref(), Some("no such column: bad"));
+    assert_eq!(
+        judge.calls.lock().unwrap().len(),
+        1,
+        "only the initial query"
+    );
+}
+
+#[test]
+fn without_the_guard_a_repeat_is_judged_like_any_attempt() {
+    let model = ScriptedModel::new(&["SELECT bad FROM t"]);
+    let judge = counting(&[]);
+    let record = run_with(
+        RepairAids::default(),
+        1,
+        &model,
+        &judge,
+        "SELECT bad FROM t",
+    );
+    assert_eq!(record.attempts[1].calls, 1);
+    assert!(record.attempts[1].aids.is_empty());
+    assert_eq!(judge.calls.lock().unwrap().len(), 2);
+}
+
+#[test]
+fn hints_reach_the_prompt_and_the_log_of_the_attempt_they_describe() {
+    let aids = RepairAids {
+        hints: HintKinds {
+            schema: true,
+            values: false,
+        },
+        ..RepairAids::default()
+    };
+    let model = ScriptedModel::new(&[GOLD]);
+    let judge = counting(&[(
+        "SELECT nme FROM singer",
+        Status::ExecutionError,
+        Some("no such column: nme"),
+    )]);
+    let record = run_with(aids, 7, &model, &judge, "SELECT nme FROM singer");
+    assert_eq!(
+        record.attempts[0].aids.hints,
+        vec!["hint for concert_singer: no such column: nme".to_string()]
+    );
+    let prompt = &model.prompts()[0];
+    assert!(prompt.contains("FROM THE DATABASE\n- hint for concert_singer: no such column: nme\n"));
+    assert!(prompt.contains("CURRENT SQL\nSELECT nme FROM singer"));
+}
+
+#[test]
+fn the_paper_prompt_is_unchanged_when_no_aid_is_on() {
+    let model = ScriptedModel::new(&[GOLD]);
+    let judge = counting(&[]);
+    let record = run_with(RepairAids::default(), 7, &model, &judge, "SELECT 1");
+    assert!(record.attempts[0].aids.is_empty());
+    let prompt = &model.prompts()[0];
+    assert!(!prompt.contains("FROM THE DATABASE"));
+    assert!(prompt.contains("predicted failure type: Result Mismatch\n\nLOCAL ATTEMPT HISTORY"));
+}
+
+#[test]
+fn the_fresh_layout_shows_feedback_but_not_the_failing_queries() {
+    let aids = RepairAids {
+        layout: RepairLayout::Fresh,
+        hints: HintKinds {
+            schema: true,
+            values: false,
+        },
+        ..RepairAids::default()
+    };
+    let model = ScriptedModel::new(&["SELECT still_bad FROM singer", GOLD]);
+    let judge = counting(&[(
+        "SELECT nme FROM singer",
+        Status::ExecutionError,
+        Some("no such column: nme"),
+    )]);
+    let record = run_with(aids, 7, &model, &judge, "SELECT nme FROM singer");
+    assert!(record.repaired());
+    let prompts = model.prompts();
+    assert!(!prompts[0].contains("SELECT nme"), "{}", prompts[0]);
+    assert!(prompts[0].contains("attempt 0: status: execution_error (no such column: nme)"));
+    assert!(prompts[1].contains("attempt 1: status:"), "{}", prompts[1]);
+    assert!(!prompts[1].contains("still_bad"));
+    assert!(!prompts.iter().any(|p| p.contains("{{")));
 }

@@ -17,6 +17,7 @@ fn episode(method: &str, seed: u64, position: usize, fixed_at: Option<u32>) -> E
         prompt_tokens: if step == 0 { 0 } else { 800 },
         completion_tokens: if step == 0 { 0 } else { 30 },
         calls: u32::from(step > 0),
+        aids: Default::default(),
     };
     let mut attempts = vec![attempt(
         0,

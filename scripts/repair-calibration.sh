@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Calibration of the repair aids (issue 16) on a fixed slice of Spider *train*, never dev.
+#
+# Each configuration is one `merit run` of the Iterative method (no memory: the aids are
+# method-neutral, so they are chosen where only they can make a difference) on the same
+# questions, with the same shared initial predictions (the default 0.5B model writes them;
+# the reply cache shares them between configurations). Resumable: run it again after a kill
+# and every configuration continues where it stopped; finished ones only rewrite their report.
+#
+#   setsid nohup scripts/repair-calibration.sh > runs/repair-calibration.log 2>&1 &
+#
+# Results: docs/results/repair/calibration/<config>/ (report, figures, episode logs) and a
+# summary table in docs/results/repair/calibration/README.md (written by `merit report`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+MERIT=${MERIT:-target/release/merit}
+SPIDER=${SPIDER:-../shared/data/spider}
+LIMIT=${LIMIT:-60}
+K=${K:-7}
+RUNS=${RUNS:-runs/repair-calibration}
+RESULTS=${RESULTS:-docs/results/repair/calibration}
+BIG=qwen2.5-coder-1.5b-instruct
+# Configurations, in the order they run: name, then the `merit run` options.
+CONFIGS=${CONFIGS:-paper guard hints guard-hints fresh-guard-hints big-guard-hints big-fresh-guard-hints}
+
+options() {
+  case "$1" in
+    paper) echo "" ;;
+    guard) echo "--repeat-guard" ;;
+    hints) echo "--hints schema,values" ;;
+    guard-hints) echo "--repeat-guard --hints schema,values" ;;
+    fresh-guard-hints) echo "--layout fresh --repeat-guard --hints schema,values" ;;
+    big-paper) echo "--repair-model $BIG" ;;
+    big-guard-hints) echo "--repair-model $BIG --repeat-guard --hints schema,values" ;;
+    big-fresh-guard-hints) echo "--repair-model $BIG --layout fresh --repeat-guard --hints schema,values" ;;
+    *) echo "unknown configuration $1" >&2; exit 2 ;;
+  esac
+}
+
+mkdir -p "$RUNS" "$RESULTS"
+for config in $CONFIGS; do
+  dir="$RUNS/$config"
+  # shellcheck disable=SC2046
+  common=(--dataset spider --split train --data "$SPIDER" --db-dir "$SPIDER/database"
+    --methods iterative --seeds 0 --k "$K" --limit "$LIMIT" $(options "$config"))
+  echo "== $(date -u +%H:%M:%S) $config: merit run ${common[*]}"
+  started=$SECONDS
+  if [ -f "$dir/manifest.json" ]; then
+    "$MERIT" run "${common[@]}" --resume "$dir" > /dev/null
+  else
+    "$MERIT" run "${common[@]}" --out "$dir" > /dev/null
+  fi
+  mkdir -p "$RESULTS/$config/episodes"
+  # Wall time of each invocation (a resume of a finished run costs seconds): the sum is the
+  # configuration's cost on this machine, model calls served from the cache included.
+  echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) $((SECONDS - started)) s" >> "$dir/wall.txt"
+  cp "$dir/wall.txt" "$RESULTS/$config/wall.txt"
+  "$MERIT" report "$dir" --out "$RESULTS/$config" > /dev/null
+  cp "$dir"/episodes/*.jsonl "$RESULTS/$config/episodes/"
+  cp "$dir/manifest.json" "$dir/initial.jsonl" "$RESULTS/$config/"
+done
+echo "== $(date -u +%H:%M:%S) done"
