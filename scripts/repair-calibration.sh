@@ -21,21 +21,26 @@ K=${K:-7}
 RUNS=${RUNS:-runs/repair-calibration}
 RESULTS=${RESULTS:-docs/results/repair/calibration}
 BIG=qwen2.5-coder-1.5b-instruct
-# Configurations, in the order they run: name, then the `merit run` options.
-CONFIGS=${CONFIGS:-paper guard hints guard-hints fresh-guard-hints big-guard-hints big-fresh-guard-hints}
+# Configurations, in the order they run: each aid alone, then combinations. Names: `big` =
+# the 1.5B model writes the repairs, `guard` = --repeat-guard, `hints` = --hints schema,values,
+# `grammar` = --grammar, `fresh` = --layout fresh; `paper` = none of them.
+CONFIGS=${CONFIGS:-paper guard hints grammar fresh big-paper guard-hints-grammar fresh-guard-hints-grammar big-guard-hints big-fresh-guard-hints-grammar}
 
 options() {
-  case "$1" in
-    paper) echo "" ;;
-    guard) echo "--repeat-guard" ;;
-    hints) echo "--hints schema,values" ;;
-    guard-hints) echo "--repeat-guard --hints schema,values" ;;
-    fresh-guard-hints) echo "--layout fresh --repeat-guard --hints schema,values" ;;
-    big-paper) echo "--repair-model $BIG" ;;
-    big-guard-hints) echo "--repair-model $BIG --repeat-guard --hints schema,values" ;;
-    big-fresh-guard-hints) echo "--repair-model $BIG --layout fresh --repeat-guard --hints schema,values" ;;
-    *) echo "unknown configuration $1" >&2; exit 2 ;;
-  esac
+  local config=$1 out=""
+  [ "$config" = paper ] && { echo ""; return; }
+  for part in ${config//-/ }; do
+    case "$part" in
+      big) out+=" --repair-model $BIG" ;;
+      paper) ;;
+      guard) out+=" --repeat-guard" ;;
+      hints) out+=" --hints schema,values" ;;
+      grammar) out+=" --grammar" ;;
+      fresh) out+=" --layout fresh" ;;
+      *) echo "unknown part $part of configuration $config" >&2; exit 2 ;;
+    esac
+  done
+  echo "$out"
 }
 
 mkdir -p "$RUNS" "$RESULTS"

@@ -737,6 +737,7 @@ pub struct DatabaseHints {
 struct Opened {
     database: Option<merit_sql::SqliteDatabase>,
     catalog: SchemaCatalog,
+    grammar: Option<String>,
 }
 
 impl std::fmt::Debug for DatabaseHints {
@@ -770,13 +771,18 @@ impl DatabaseHints {
             .as_ref()
             .and_then(|db| SchemaCatalog::read(db).ok())
             .unwrap_or_default();
-        let entry = std::sync::Arc::new(Opened { database, catalog });
+        let grammar = (!catalog.tables.is_empty()).then(|| crate::grammar::sql_grammar(&catalog));
+        let entry = std::sync::Arc::new(Opened {
+            database,
+            catalog,
+            grammar,
+        });
         opened.insert(db_id.to_string(), std::sync::Arc::clone(&entry));
         entry
     }
 }
 
-impl crate::repair::HintSource for DatabaseHints {
+impl crate::repair::DatabaseAids for DatabaseHints {
     fn hints(
         &self,
         db_id: &str,
@@ -790,6 +796,10 @@ impl crate::repair::HintSource for DatabaseHints {
             Some(database) => hints_for(&opened.catalog, database, kinds, sql, status, error),
             None => Vec::new(),
         }
+    }
+
+    fn sql_grammar(&self, db_id: &str) -> Option<String> {
+        self.open(db_id).grammar.clone()
     }
 }
 

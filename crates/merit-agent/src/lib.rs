@@ -2,11 +2,13 @@
 //!
 //! - [`prompts`]: the versioned `merit-prompts-v3` templates and their rendering;
 //! - [`extract`]: pulling one SQL statement out of a model reply;
+//! - [`grammar`]: a decoding grammar that allows only the database's names (an aid);
 //! - [`hints`]: repair hints read from the live database (an aid, off in the paper's setting);
 //! - [`memory`]: the adapter from the episode's memory trait to `merit-memory`;
 //! - [`repair`]: one repair episode, generic over the model, the oracle and the memory.
 
 pub mod extract;
+pub mod grammar;
 pub mod hints;
 pub mod memory;
 pub mod prompts;

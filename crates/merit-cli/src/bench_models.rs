@@ -20,7 +20,8 @@
 //! 4. **Embedder throughput**: sentences per second at batch 32, and the latency of one.
 
 use crate::ask_cmd::{
-    load_chat_model_with, load_chat_model_with_threads, load_embedder, reexec_with_bounded_openmp_spin,
+    load_chat_model_with, load_chat_model_with_threads, load_embedder,
+    reexec_with_bounded_openmp_spin,
 };
 use anyhow::{anyhow, Result};
 use clap::Args;
@@ -79,6 +80,10 @@ pub struct ModelsBenchArgs {
     /// length and threads, as the baseline of the prompt/generation measurement.
     #[arg(long)]
     llama_bench: Option<PathBuf>,
+    /// Also time the initial prompt's reply under the repair grammar of `--db`
+    /// (`merit run --grammar`), against the same reply unconstrained.
+    #[arg(long)]
+    grammar: bool,
     /// Skip the chat model.
     #[arg(long)]
     no_chat: bool,
@@ -173,6 +178,30 @@ fn bench_chat(args: &ModelsBenchArgs) -> Result<()> {
         "ratio prompt/generation speed: {:.1}x",
         prompt_rate / generation_rate.max(f64::MIN_POSITIVE)
     );
+    if args.grammar {
+        let catalog = merit_agent::hints::SchemaCatalog::read(&database)?;
+        let mut constrained = request.clone();
+        constrained.decoding.grammar = Some(merit_agent::grammar::sql_grammar(&catalog));
+        let mut rates = Vec::new();
+        let mut stats = CallStats::default();
+        let mut text = String::new();
+        for _ in 0..args.repeat.max(1) {
+            chat.clear_cache()?;
+            let (reply, call) = chat.chat_with_stats(&constrained)?;
+            rates.push(rate(call.completion_tokens, call.generation_time));
+            (stats, text) = (call, reply.text);
+        }
+        println!(
+            "under the repair grammar of {}: generation {:.1} tok/s ({} tokens; median of {}), \
+             {:.2}x the unconstrained speed; reply: {:?}",
+            args.db,
+            median(&mut rates),
+            stats.completion_tokens,
+            args.repeat.max(1),
+            median(&mut rates.clone()) / generation_rate.max(f64::MIN_POSITIVE),
+            text
+        );
+    }
     if let Some(tool) = &args.llama_bench {
         let files = crate::ask_cmd::pull(&args.model, args.model_path.as_deref())?;
         let threads = args

@@ -147,6 +147,10 @@ pub struct RunArgs {
     /// (the feedback of earlier attempts without their SQL).
     #[arg(long, value_enum, default_value = "paper")]
     pub layout: LayoutArg,
+    /// Repair aid: decode repairs under a grammar that allows only the database's table and
+    /// column names, SQL keywords and short aliases (embedded model; llama.cpp servers).
+    #[arg(long)]
+    pub grammar: bool,
     /// Embedded chat model for the repairs (default: `--model`, which writes the shared initial
     /// predictions either way).
     #[arg(long)]
@@ -199,6 +203,7 @@ impl RunArgs {
                 LayoutArg::Paper => RepairLayout::Paper,
                 LayoutArg::Fresh => RepairLayout::Fresh,
             },
+            grammar: self.grammar,
         }
     }
 }
@@ -373,14 +378,14 @@ fn initial_predictions(
     questions: &[(Question, String)],
     chat: &dyn ChatModel,
     max_tokens: u32,
-) -> Result<HashMap<String, String>> {
+) -> Result<HashMap<String, InitialPrediction>> {
     let path = dir.join("initial.jsonl");
     let loaded = read_records::<InitialPrediction>(&path)?;
     truncate_torn_tail(&path, loaded.torn_bytes)?;
-    let mut known: HashMap<String, String> = loaded
+    let mut known: HashMap<String, InitialPrediction> = loaded
         .records
         .into_iter()
-        .map(|p| (p.question_id, p.sql))
+        .map(|p| (p.question_id.clone(), p))
         .collect();
     let missing: Vec<&(Question, String)> = questions
         .iter()
@@ -411,12 +416,12 @@ fn initial_predictions(
         let sql = extract_sql(&reply.text).unwrap_or_default();
         let record = InitialPrediction {
             question_id: question.id.clone(),
-            sql: sql.clone(),
+            sql,
             prompt_tokens: reply.prompt_tokens,
             completion_tokens: reply.completion_tokens,
         };
         appender.append(&record)?;
-        known.insert(question.id.clone(), sql);
+        known.insert(question.id.clone(), record);
         bar.inc(1);
         crate::files::log_progress_when_not_a_terminal(&bar, 25);
     }
@@ -553,7 +558,13 @@ pub fn run_with_models(args: RunArgs, models: Option<RunModels>) -> Result<PathB
                 evidence: q.evidence.clone(),
             },
             schema: schema.clone(),
-            initial_sql: initial.get(&q.id).cloned().unwrap_or_default(),
+            initial_sql: initial
+                .get(&q.id)
+                .map(|p| p.sql.clone())
+                .unwrap_or_default(),
+            initial_tokens: initial.get(&q.id).map_or((0, 0), |p| {
+                (u64::from(p.prompt_tokens), u64::from(p.completion_tokens))
+            }),
         })
         .collect();
     let streams: Vec<StreamSpec> = args
@@ -609,7 +620,7 @@ pub fn run_with_models(args: RunArgs, models: Option<RunModels>) -> Result<PathB
         model: repair_chat.as_ref(),
         judge: &oracle,
         classifier: &RuleClassifier,
-        hints: Some(&hints),
+        database_aids: Some(&hints),
     };
     let plan = RunPlan {
         dir: &dir,
@@ -726,6 +737,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         repeat_guard: false,
         hints: Vec::new(),
         layout: LayoutArg::Paper,
+        grammar: false,
         repair_model: None,
         repair_model_path: None,
         context_size: RUN_CONTEXT_SIZE,

@@ -112,6 +112,11 @@ pub struct Decoding {
     pub stop: Vec<String>,
     /// Seed sent to backends that sample, so that even non-greedy runs repeat.
     pub seed: u64,
+    /// A GBNF grammar (llama.cpp's format, start rule `root`) the reply must follow: the
+    /// embedded backend decodes greedily among the tokens the grammar allows; an
+    /// OpenAI-compatible request carries it as llama.cpp's server reads it (`grammar`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grammar: Option<String>,
 }
 
 impl Default for Decoding {
@@ -121,6 +126,7 @@ impl Default for Decoding {
             max_tokens: 512,
             stop: Vec::new(),
             seed: 0,
+            grammar: None,
         }
     }
 }

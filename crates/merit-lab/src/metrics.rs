@@ -17,17 +17,25 @@ pub struct RunMetrics {
     pub initial_failures: usize,
     /// Initial failures that a revision fixed.
     pub repaired: usize,
-    /// Mean repair generations per initial failure (a failed episode counts all K).
+    /// Mean repair generations per initial failure (a failed episode counts the steps it took:
+    /// K, or fewer when its repairs stopped early).
     pub steps_per_initial_failure: f64,
     /// Revisions that repeat an earlier attempt of the same episode, in percent of revisions.
     pub oscillation_pct: f64,
-    /// Prompt tokens over the run.
+    /// Prompt tokens over the run, the shared initial generation included (as the paper
+    /// counts it; logs written before it was recorded carry 0 for it).
     pub prompt_tokens: u64,
-    /// Completion tokens over the run.
+    /// Completion tokens over the run, the initial generation included.
     pub completion_tokens: u64,
-    /// Model calls over the run (repairs and reflections; the shared initial prediction is
-    /// generated once for all methods and not charged to any).
+    /// Model calls over the run: the initial generation (one per question) and every repair
+    /// and reflection call.
     pub calls: u64,
+    /// The part of `calls` spent on repairs and reflections.
+    #[serde(default)]
+    pub repair_calls: u64,
+    /// The part of the tokens spent on repairs and reflections (prompt + completion).
+    #[serde(default)]
+    pub repair_tokens: u64,
 }
 
 /// Measures one run from its episodes (one per question).
@@ -75,7 +83,16 @@ pub fn run_metrics(episodes: &[EpisodeRecord]) -> RunMetrics {
         oscillation_pct: percent(oscillations, revisions),
         prompt_tokens: attempts.clone().map(|a| a.prompt_tokens).sum(),
         completion_tokens: attempts.clone().map(|a| a.completion_tokens).sum(),
-        calls: attempts.map(|a| u64::from(a.calls)).sum(),
+        calls: attempts.clone().map(|a| u64::from(a.calls)).sum(),
+        repair_calls: attempts
+            .clone()
+            .filter(|a| a.step > 0)
+            .map(|a| u64::from(a.calls))
+            .sum(),
+        repair_tokens: attempts
+            .filter(|a| a.step > 0)
+            .map(|a| a.prompt_tokens + a.completion_tokens)
+            .sum(),
     }
 }
 
@@ -111,6 +128,27 @@ mod tests {
             memory_written: None,
             stopped_early: None,
         }
+    }
+
+    #[test]
+    fn calls_and_tokens_include_the_initial_generation_and_repair_calls_do_not() {
+        let mut initial = attempt(0, "SELECT 1", Status::DenotationMismatch);
+        (
+            initial.prompt_tokens,
+            initial.completion_tokens,
+            initial.calls,
+        ) = (600, 40, 1);
+        let repaired = episode(vec![
+            initial.clone(),
+            attempt(1, "SELECT 2", Status::Correct),
+        ]);
+        let mut correct_at_once = initial;
+        correct_at_once.status = Status::Correct;
+        let m = run_metrics(&[repaired, episode(vec![correct_at_once])]);
+        assert_eq!(m.calls, 3, "two initial generations and one repair");
+        assert_eq!(m.repair_calls, 1);
+        assert_eq!(m.prompt_tokens, 600 + 600 + 100);
+        assert_eq!(m.repair_tokens, 110);
     }
 
     #[test]

@@ -48,6 +48,10 @@ pub struct PreparedQuestion {
     pub schema: String,
     /// The shared initial prediction.
     pub initial_sql: String,
+    /// What generating the shared initial prediction cost: (prompt, completion) tokens. Every
+    /// method's log charges it to the episode's first attempt (one call), as the paper counts
+    /// the initial generation in each method's calls and tokens.
+    pub initial_tokens: (u64, u64),
 }
 
 /// Builds each stream's memory and says whether its method reflects.
@@ -269,7 +273,7 @@ fn run_stream(
     let mut appender = Appender::open(&log)?;
     for (position, &index) in order.iter().enumerate().skip(loaded.records.len()) {
         let prepared = &questions[index];
-        let record = run_episode(
+        let mut record = run_episode(
             &settings,
             deps,
             memory.as_mut(),
@@ -282,6 +286,10 @@ fn run_stream(
             stream: label.clone(),
             source,
         })?;
+        if let Some(initial) = record.attempts.first_mut() {
+            (initial.prompt_tokens, initial.completion_tokens) = prepared.initial_tokens;
+            initial.calls = 1;
+        }
         appender.append(&record)?;
         on_episode(stream, &record);
     }

@@ -141,6 +141,7 @@ impl MethodFactory for Factory {
 fn questions() -> Vec<PreparedQuestion> {
     (0..24)
         .map(|i| PreparedQuestion {
+            initial_tokens: (100, 10),
             view: QuestionView {
                 id: format!("dev-{i}"),
                 db_id: "db".into(),
@@ -188,7 +189,7 @@ fn run(dir: &Path, model: &PromptModel) -> Result<(), merit_lab::run::RunError> 
         model,
         judge: &FixJudge,
         classifier: &Classifier,
-        hints: None,
+        database_aids: None,
     };
     let (streams, questions, settings) = (streams(), questions(), settings());
     let plan = RunPlan {

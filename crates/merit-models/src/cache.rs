@@ -57,6 +57,9 @@ pub fn chat_key(model_id: &str, request: &ChatRequest) -> String {
         // Absent without tools, so keys of plain requests are those of earlier versions.
         #[serde(skip_serializing_if = "<[ToolSpec]>::is_empty")]
         tools: &'a [ToolSpec],
+        // Absent without a grammar, for the same reason.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        grammar: Option<&'a str>,
     }
     let decoding = &request.decoding;
     // -0.0 and 0.0 both mean greedy; one key for both.
@@ -76,6 +79,7 @@ pub fn chat_key(model_id: &str, request: &ChatRequest) -> String {
         seed: decoding.seed,
         prompt_version: &request.prompt_version,
         tools: &request.tools,
+        grammar: decoding.grammar.as_deref(),
     })
 }
 

@@ -59,6 +59,8 @@ use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::data::LlamaTokenData;
+use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use llama_cpp_2::token::LlamaToken;
 
 /// Qwen's end-of-turn (`<|im_end|>`) and end-of-text (`<|endoftext|>`) token ids. Generation
@@ -460,7 +462,6 @@ fn backend() -> Result<&'static LlamaBackend, ModelError> {
         .map_err(|error| ModelError::Unavailable(format!("cannot start llama.cpp: {error}")))
 }
 
-/// Formats a conversation in ChatML, the format Qwen models are trained on:
 /// The index of the largest logit, the first one on ties: exactly what llama.cpp's greedy
 /// sampler picks from the same logits (it scans the candidates in token order and replaces
 /// its choice only on a strictly larger logit).
@@ -474,6 +475,59 @@ fn greedy_choice(logits: &[f32]) -> i32 {
     i32::try_from(best).unwrap_or(i32::MAX)
 }
 
+/// The greedy choice among the tokens `grammar` allows (it is not advanced here). The plain
+/// argmax is tried first, alone, since checking one candidate against the grammar is cheap
+/// and it is usually allowed; only when it is not does the grammar see all ~152k candidates.
+/// Either way the result is the largest allowed logit, the lowest token id on ties.
+fn constrained_greedy_choice(grammar: &mut LlamaSampler, logits: &[f32]) -> LlamaToken {
+    let best = greedy_choice(logits);
+    let logit = logits
+        .get(best as usize)
+        .copied()
+        .unwrap_or(f32::NEG_INFINITY);
+    let mut single =
+        LlamaTokenDataArray::from_iter([LlamaTokenData::new(LlamaToken(best), logit, 0.0)], false);
+    grammar.apply(&mut single);
+    if single
+        .data
+        .first()
+        .is_some_and(|d| d.logit() > f32::NEG_INFINITY)
+    {
+        return LlamaToken(best);
+    }
+    let mut all = LlamaTokenDataArray::from_iter(
+        logits.iter().enumerate().map(|(id, &logit)| {
+            LlamaTokenData::new(
+                LlamaToken(i32::try_from(id).unwrap_or(i32::MAX)),
+                logit,
+                0.0,
+            )
+        }),
+        false,
+    );
+    grammar.apply(&mut all);
+    let mut chosen: Option<LlamaTokenData> = None;
+    for candidate in &all.data {
+        if candidate.logit() == f32::NEG_INFINITY {
+            continue;
+        }
+        let better = match chosen {
+            None => true,
+            Some(current) => {
+                candidate.logit() > current.logit()
+                    || (candidate.logit() == current.logit() && candidate.id().0 < current.id().0)
+            }
+        };
+        if better {
+            chosen = Some(*candidate);
+        }
+    }
+    // No allowed token only happens with a grammar that can neither continue nor end; the
+    // plain choice is then as good as any, and accepting it fails harmlessly.
+    chosen.map_or(LlamaToken(best), |d| d.id())
+}
+
+/// Formats a conversation in ChatML, the format Qwen models are trained on:
 /// `<|im_start|>{role}\n{content}<|im_end|>\n` per message, then `<|im_start|>assistant\n`.
 ///
 /// This is the fallback used when a GGUF carries no chat template llama.cpp can apply; it is
@@ -853,12 +907,23 @@ impl<'m> Engine<'m> {
         Ok(self.model.vocab().tokenize(text.as_bytes(), true, true))
     }
 
-    /// The next token from the logits of batch position `index`: the sampler's choice, or
-    /// the greedy one when there is no sampler.
-    fn choose(&self, sampler: Option<&mut LlamaSampler>, index: i32) -> LlamaToken {
-        match sampler {
-            Some(sampler) => sampler.sample(&self.context, index),
-            None => LlamaToken(greedy_choice(self.context.get_logits_ith(index))),
+    /// The next token from the logits of batch position `index`: the sampler's choice, the
+    /// greedy one among the tokens `grammar` allows (advancing it), or the plain greedy one.
+    fn choose(
+        &self,
+        sampler: Option<&mut LlamaSampler>,
+        grammar: Option<&mut LlamaSampler>,
+        index: i32,
+    ) -> LlamaToken {
+        let logits = self.context.get_logits_ith(index);
+        match (sampler, grammar) {
+            (Some(sampler), _) => sampler.sample(&self.context, index),
+            (None, None) => LlamaToken(greedy_choice(logits)),
+            (None, Some(grammar)) => {
+                let token = constrained_greedy_choice(grammar, logits);
+                grammar.accept(token);
+                token
+            }
         }
     }
 
@@ -1006,9 +1071,21 @@ impl<'m> Engine<'m> {
                 LlamaSampler::dist(request.decoding.seed as u32),
             ])
         });
+        let mut grammar = match &request.decoding.grammar {
+            None => None,
+            Some(_) if sampled => {
+                return Err(ModelError::InvalidRequest(
+                    "grammar-constrained decoding is greedy only (temperature 0)".to_string(),
+                ))
+            }
+            Some(text) => Some(LlamaSampler::grammar(self.model, text, "root").map_err(
+                |error| ModelError::InvalidRequest(format!("the grammar is not usable: {error}")),
+            )?),
+        };
         // Drafts are only sound for greedy decoding: a sampled token is not a function of the
-        // logits alone, so "the model agrees with the draft" has no meaning there.
-        let lookup = lookup.filter(|_| !sampled);
+        // logits alone, so "the model agrees with the draft" has no meaning there. A grammar
+        // would have to be advanced along each draft, so drafts are off with one too.
+        let lookup = lookup.filter(|_| !sampled && grammar.is_none());
         let max_tokens = request.decoding.max_tokens as usize;
         let prompt_len = tokens.len();
         let context_size = self.context_size as usize;
@@ -1022,7 +1099,7 @@ impl<'m> Engine<'m> {
         // the reply; each is the greedy choice after the ones before it.
         let mut chosen: Vec<LlamaToken> = Vec::new();
         if max_tokens > 0 {
-            chosen.push(self.choose(sampler.as_mut(), batch.n_tokens() - 1));
+            chosen.push(self.choose(sampler.as_mut(), grammar.as_mut(), batch.n_tokens() - 1));
         }
         'generation: while !chosen.is_empty() {
             // Add the chosen tokens to the reply one at a time, with exactly the checks of
@@ -1069,7 +1146,7 @@ impl<'m> Engine<'m> {
             let mut agreed = 0;
             loop {
                 let index = i32::try_from(agreed).unwrap_or(i32::MAX);
-                let choice = self.choose(sampler.as_mut(), index);
+                let choice = self.choose(sampler.as_mut(), grammar.as_mut(), index);
                 chosen.push(choice);
                 if draft.get(agreed) == Some(&choice) {
                     agreed += 1;

@@ -453,6 +453,11 @@ impl OpenAiChat {
         if !decoding.stop.is_empty() {
             body["stop"] = json!(decoding.stop);
         }
+        // llama.cpp's server reads a GBNF grammar under this name; servers that do not know
+        // it ignore it (vLLM's guided decoding takes another grammar format).
+        if let Some(grammar) = &decoding.grammar {
+            body["grammar"] = json!(grammar);
+        }
         if !request.tools.is_empty() {
             body["tools"] = request
                 .tools

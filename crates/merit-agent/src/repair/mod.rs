@@ -168,9 +168,9 @@ impl RepairMemory for NoMemory {
     }
 }
 
-/// Where repair hints come from: the live database of the question, read-only. Implemented by
-/// [`crate::hints::DatabaseHints`]; the episode only asks.
-pub trait HintSource: Sync {
+/// What the repair aids read from the live database of a question (read-only, never the
+/// gold). Implemented by [`crate::hints::DatabaseHints`]; the episode only asks.
+pub trait DatabaseAids: Sync {
     /// Hints about a failed attempt on database `db_id`, in a fixed order.
     fn hints(
         &self,
@@ -180,6 +180,10 @@ pub trait HintSource: Sync {
         error: Option<&str>,
         kinds: HintKinds,
     ) -> Vec<String>;
+
+    /// The decoding grammar of database `db_id` ([`crate::grammar::sql_grammar`]), or `None`
+    /// when its catalog cannot be read.
+    fn sql_grammar(&self, db_id: &str) -> Option<String>;
 }
 
 /// The method-neutral repair aids of a run (issue 16). They are applied identically to every
@@ -190,10 +194,16 @@ pub struct RepairAids {
     /// A revision that normalises to an earlier attempt of the episode is not judged again:
     /// the model is asked once more in the same step, with the repeat named (one more call,
     /// no extra step against K). If the second reply repeats too, that earlier attempt's
-    /// feedback stands for it without a new judgement.
+    /// feedback stands for it without a new judgement, and the episode's repairs end there
+    /// (`stopped_early` says so): a greedy model that repeats after being told does so again.
     pub repeat_guard: bool,
     /// Hints read from the database about each failure (see [`crate::hints`]).
     pub hints: HintKinds,
+    /// Repairs are decoded under a grammar that allows only the database's table and column
+    /// names, SQL keywords and short aliases ([`crate::grammar`]); embedded backend (and
+    /// llama.cpp's server) only.
+    #[serde(default)]
+    pub grammar: bool,
     /// Layout of the repair request.
     pub layout: RepairLayout,
 }
@@ -218,6 +228,9 @@ impl RepairAids {
         }
         if self.hints.values {
             parts.push("value-hints".into());
+        }
+        if self.grammar {
+            parts.push("grammar".into());
         }
         parts.join("+")
     }
@@ -283,7 +296,7 @@ pub struct EpisodeDeps<'a> {
     /// The failure classifier.
     pub classifier: &'a dyn FailureClassifier,
     /// Where database hints come from (needed only when the aids ask for hints).
-    pub hints: Option<&'a dyn HintSource>,
+    pub database_aids: Option<&'a dyn DatabaseAids>,
 }
 
 /// Runs one episode at `position` and finalizes it into `memory`.
@@ -342,7 +355,7 @@ pub fn run_episode(
             .classify(views[current].status, views[current].error.as_deref());
         views[current].failure_type = Some(failure_type.clone());
         records[current].failure_type = Some(failure_type.clone());
-        let hints = match deps.hints {
+        let hints = match deps.database_aids {
             Some(source) if !settings.aids.hints.is_empty() => source.hints(
                 &question.db_id,
                 &views[current].sql,
@@ -406,9 +419,15 @@ pub fn run_episode(
                 layout: settings.aids.layout,
             },
         );
+        let mut decoding = settings.decoding.clone();
+        if settings.aids.grammar {
+            decoding.grammar = deps
+                .database_aids
+                .and_then(|aids| aids.sql_grammar(&question.db_id));
+        }
         let mut request = ChatRequest {
             messages: vec![ChatMessage::user(text)],
-            decoding: settings.decoding.clone(),
+            decoding,
             prompt_version: repair_version(settings.benchmark, settings.aids.layout),
             tools: Vec::new(),
         };
@@ -489,6 +508,7 @@ pub fn run_episode(
             error: feedback.error.clone(),
             failure_type: None,
         });
+        let stuck = aids.not_rejudged.then_some(aids.repeat_of).flatten();
         records.push(AttemptRecord {
             step,
             sql,
@@ -501,6 +521,16 @@ pub fn run_episode(
             calls,
             aids,
         });
+        // Told that its query repeats an earlier attempt, the model wrote it again. Greedy
+        // decoding on the next step's prompt, which differs from this one by one more history
+        // line, gives the same query (seen on every such episode of the calibration), so the
+        // rest of K would buy nothing: the repairs end here, and the log says why.
+        if let Some(earlier) = stuck {
+            stopped_early = Some(format!(
+                "the repeat guard: the model repeated attempt {earlier} again after being told"
+            ));
+            break;
+        }
     }
     let solved = views[views.len() - 1].status.is_correct();
     let memory_written = if views.len() > 1 {

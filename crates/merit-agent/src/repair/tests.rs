@@ -14,6 +14,7 @@ const GOLD: &str = "SELECT secret_gold FROM hidden";
 struct ScriptedModel {
     replies: Mutex<Vec<String>>,
     prompts: Mutex<Vec<String>>,
+    grammars: Mutex<Vec<Option<String>>>,
 }
 
 impl ScriptedModel {
@@ -21,6 +22,7 @@ impl ScriptedModel {
         ScriptedModel {
             replies: Mutex::new(replies.iter().rev().map(|r| r.to_string()).collect()),
             prompts: Mutex::new(Vec::new()),
+            grammars: Mutex::new(Vec::new()),
         }
     }
 
@@ -44,6 +46,10 @@ impl ChatModel for ScriptedModel {
         assert_eq!(request.decoding.temperature, 0.0);
         let prompt = request.messages[request.messages.len() - 1].content.clone();
         self.prompts.lock().unwrap().push(prompt.clone());
+        self.grammars
+            .lock()
+            .unwrap()
+            .push(request.decoding.grammar.clone());
         let text = self
             .replies
             .lock()
@@ -175,7 +181,7 @@ fn run(
         model,
         judge,
         classifier: &StatusClassifier,
-        hints: None,
+        database_aids: None,
     };
     run_episode(
         &settings(reflect),
@@ -412,7 +418,7 @@ fn model_failures_stop_the_episode_with_a_clear_error() {
         model: &model,
         judge: &judge,
         classifier: &StatusClassifier,
-        hints: None,
+        database_aids: None,
     };
     let mut memory = RecordingMemory::default();
     let error = run_episode(
@@ -466,7 +472,7 @@ impl Judge for CountingJudge {
 /// Hints that name the database and the error they were asked about.
 struct EchoHints;
 
-impl HintSource for EchoHints {
+impl DatabaseAids for EchoHints {
     fn hints(
         &self,
         db_id: &str,
@@ -477,6 +483,10 @@ impl HintSource for EchoHints {
     ) -> Vec<String> {
         assert!(kinds.schema);
         vec![format!("hint for {db_id}: {}", error.unwrap_or("none"))]
+    }
+
+    fn sql_grammar(&self, db_id: &str) -> Option<String> {
+        Some(format!("root ::= \"{db_id}\""))
     }
 }
 
@@ -491,7 +501,7 @@ fn run_with(
         model,
         judge,
         classifier: &StatusClassifier,
-        hints: Some(&EchoHints),
+        database_aids: Some(&EchoHints),
     };
     let settings = EpisodeSettings {
         max_revisions,
@@ -525,6 +535,7 @@ const GUARD: RepairAids = RepairAids {
         values: false,
     },
     layout: RepairLayout::Paper,
+    grammar: false,
 };
 
 #[test]
@@ -567,6 +578,24 @@ fn a_repeat_after_the_second_ask_keeps_the_earlier_verdict_without_judging() {
         1,
         "only the initial query"
     );
+}
+
+#[test]
+fn a_model_stuck_after_the_second_ask_ends_the_repairs_before_k() {
+    let model = ScriptedModel::new(&["SELECT bad FROM t", "SELECT bad FROM t", "unused"]);
+    let judge = counting(&[]);
+    let record = run_with(GUARD, 7, &model, &judge, "SELECT bad FROM t");
+    assert_eq!(record.repair_steps(), 1);
+    assert_eq!(
+        model.prompts().len(),
+        2,
+        "one step, two asks, then no more calls"
+    );
+    assert_eq!(
+        record.stopped_early.as_deref(),
+        Some("the repeat guard: the model repeated attempt 0 again after being told")
+    );
+    assert!(!record.finally_correct());
 }
 
 #[test]
@@ -645,4 +674,28 @@ fn the_fresh_layout_shows_feedback_but_not_the_failing_queries() {
     assert!(prompts[1].contains("attempt 1: status:"), "{}", prompts[1]);
     assert!(!prompts[1].contains("still_bad"));
     assert!(!prompts.iter().any(|p| p.contains("{{")));
+}
+
+#[test]
+fn the_grammar_aid_constrains_every_repair_call_of_the_episode() {
+    let aids = RepairAids {
+        grammar: true,
+        ..GUARD
+    };
+    let model = ScriptedModel::new(&["SELECT bad FROM t", "SELECT other FROM t", GOLD]);
+    let judge = counting(&[]);
+    let record = run_with(aids, 7, &model, &judge, "SELECT bad FROM t");
+    assert!(record.repaired());
+    let grammars = model.grammars.lock().unwrap().clone();
+    assert_eq!(
+        grammars.len(),
+        3,
+        "the repair call, the repeat guard's re-ask, the next repair"
+    );
+    assert!(grammars
+        .iter()
+        .all(|g| g.as_deref() == Some("root ::= \"concert_singer\"")));
+    let plain = ScriptedModel::new(&[GOLD]);
+    run_with(GUARD, 7, &plain, &counting(&[]), "SELECT bad FROM t");
+    assert_eq!(*plain.grammars.lock().unwrap(), vec![None]);
 }

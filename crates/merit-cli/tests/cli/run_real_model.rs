@@ -43,6 +43,10 @@ fn models() -> Option<(PathBuf, PathBuf)> {
 }
 
 fn merit_run(out: &Path, cache: &Path, chat_model: &Path) {
+    merit_run_with(out, cache, chat_model, &[]);
+}
+
+fn merit_run_with(out: &Path, cache: &Path, chat_model: &Path, extra: &[&str]) {
     let sample = sample();
     let output = Command::new(env!("CARGO_BIN_EXE_merit"))
         .arg("run")
@@ -57,6 +61,7 @@ fn merit_run(out: &Path, cache: &Path, chat_model: &Path) {
         .arg(cache)
         .arg("--out")
         .arg(out)
+        .args(extra)
         .output()
         .expect("merit runs");
     assert!(
@@ -144,4 +149,109 @@ fn real_model_run_repairs_and_replays_identically_from_the_cache() {
         "{report}"
     );
     assert_eq!(report, merit_report(&second));
+}
+
+/// Every word of `sql` outside string literals and quotes is one the grammar allows: a SQL
+/// keyword, a table or column name of the database (any case), a number or a short alias.
+fn only_allowed_words(sql: &str, names: &[String]) -> Result<(), String> {
+    let mut outside = String::new();
+    let mut quote: Option<char> = None;
+    for c in sql.chars() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if c == '\'' || c == '"' || c == '`' => quote = Some(c),
+            None => outside.push(c),
+        }
+    }
+    for word in outside
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+    {
+        let upper = word.to_uppercase();
+        let alias = (word.len() == 1 && word.chars().all(|c| c.is_ascii_alphabetic()))
+            || ((word.starts_with('t') || word.starts_with('T'))
+                && word.len() <= 3
+                && word[1..].chars().all(|c| c.is_ascii_digit()));
+        let allowed = merit_agent::grammar::KEYWORDS.contains(&upper.as_str())
+            || names.iter().any(|n| n.eq_ignore_ascii_case(word))
+            || word.chars().all(|c| c.is_ascii_digit())
+            || alias;
+        if !allowed {
+            return Err(format!("{word:?} in {sql}"));
+        }
+    }
+    Ok(())
+}
+
+/// Every repair aid at once on the real model: the run completes, records its aids, keeps the
+/// repairs inside the grammar, logs the hints it showed, and replays byte-identically.
+#[test]
+fn real_model_run_with_every_repair_aid_stays_in_the_grammar_and_replays() {
+    let Some((chat_model, _embedder)) = models() else {
+        return;
+    };
+    let aids = [
+        "--repeat-guard",
+        "--hints",
+        "schema,values",
+        "--grammar",
+        "--layout",
+        "fresh",
+    ];
+    let scratch = tempfile::tempdir().unwrap();
+    let cache = scratch.path().join("replies");
+    let (first, second) = (scratch.path().join("first"), scratch.path().join("second"));
+    merit_run_with(&first, &cache, &chat_model, &aids);
+    let manifest = std::fs::read_to_string(first.join("manifest.json")).unwrap();
+    let manifest: serde_json::Value = serde_json::from_str(&manifest).unwrap();
+    assert_eq!(manifest["aids"]["repeat_guard"], true, "{manifest}");
+    assert_eq!(manifest["aids"]["grammar"], true, "{manifest}");
+    assert_eq!(manifest["aids"]["layout"], "fresh", "{manifest}");
+    let database = merit_sql::SqliteDatabase::open(
+        sample().join("database/concert_singer/concert_singer.sqlite"),
+    )
+    .unwrap();
+    let catalog = merit_agent::hints::SchemaCatalog::read(&database).unwrap();
+    let names: Vec<String> = catalog
+        .tables
+        .iter()
+        .flat_map(|t| std::iter::once(t.name.clone()).chain(t.columns.iter().cloned()))
+        .collect();
+    let mut revisions = 0;
+    for method in ["iterative", "merit"] {
+        let log =
+            std::fs::read_to_string(first.join(format!("episodes/{method}-seed0.jsonl"))).unwrap();
+        for line in log.lines() {
+            let episode: serde_json::Value = serde_json::from_str(line).unwrap();
+            let attempts = episode["attempts"].as_array().unwrap();
+            for revision in &attempts[1..] {
+                revisions += 1;
+                let sql = revision["sql"].as_str().unwrap();
+                if let Err(word) = only_allowed_words(sql, &names) {
+                    panic!("a word outside the grammar: {word}");
+                }
+            }
+            // A failed attempt followed by a revision was shown its hints, if any, and they
+            // are logged on it; an execution error always has at least a table list or a
+            // name to offer on this database.
+            for pair in attempts.windows(2) {
+                let error = pair[0]["error"].as_str().unwrap_or("");
+                if error.starts_with("no such column") || error.starts_with("no such table") {
+                    assert!(
+                        pair[0]["aids"]["hints"]
+                            .as_array()
+                            .is_some_and(|h| !h.is_empty()),
+                        "{episode}"
+                    );
+                }
+            }
+        }
+    }
+    assert!(
+        revisions > 0,
+        "the sample's slice has initial failures to repair"
+    );
+    merit_run_with(&second, &cache, &chat_model, &aids);
+    assert_eq!(tree(&first), tree(&second));
 }

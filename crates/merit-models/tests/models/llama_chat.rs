@@ -472,3 +472,35 @@ fn prompt_lookup_is_off_by_default_and_can_be_switched_on() {
         Some(params)
     );
 }
+
+/// A grammar forces the reply's shape even against the model's preference: the only
+/// identifiers allowed are `singers` and `people`, neither of which is the schema's table, so
+/// an unconstrained reply (which names `singer`) cannot pass. Greedy among allowed tokens is
+/// deterministic, and a bad grammar is a clear invalid request, not a crash.
+#[test]
+fn a_grammar_constrains_the_reply_and_a_bad_one_is_refused() {
+    let Some(chat) = model() else { return };
+    let mut constrained = request(vec![ChatMessage::user(SCHEMA_QUESTION)], 48);
+    constrained.decoding.grammar = Some(
+        "root ::= \"```sql\\nSELECT count(*) FROM \" table \"\\n```\"\n\
+         table ::= \"singers\" | \"people\"\n"
+            .to_string(),
+    );
+    let first = chat.chat(&constrained).expect("constrained reply");
+    assert!(
+        first.text == "```sql\nSELECT count(*) FROM singers\n```"
+            || first.text == "```sql\nSELECT count(*) FROM people\n```",
+        "{:?}",
+        first.text
+    );
+    let second = chat.chat(&constrained).expect("constrained reply again");
+    assert_eq!(first.text, second.text);
+    let mut broken = constrained.clone();
+    broken.decoding.grammar = Some("root ::= (unclosed".to_string());
+    match chat.chat(&broken) {
+        Err(ModelError::InvalidRequest(why)) => {
+            assert!(why.contains("grammar"), "{why}")
+        }
+        other => panic!("expected an invalid request, got {other:?}"),
+    }
+}

@@ -173,6 +173,7 @@ fn request() -> ChatRequest {
             max_tokens: 64,
             stop: vec!["```\n".to_string()],
             seed: 42,
+            grammar: None,
         },
         prompt_version: "initial-v1".to_string(),
         tools: Vec::new(),

@@ -201,6 +201,7 @@ fn real_llama_server_chat_and_embeddings() {
             max_tokens: 40,
             stop: vec![],
             seed: 0,
+            grammar: None,
         },
         prompt_version: "real-server-test".to_string(),
         tools: Vec::new(),
