@@ -89,6 +89,15 @@ fn evidence_block(benchmark: Benchmark, question: &QuestionView) -> String {
     }
 }
 
+/// `; failure type T` for a classified attempt, else nothing.
+fn failure_type_suffix(attempt: &AttemptView) -> String {
+    attempt
+        .failure_type
+        .as_deref()
+        .map(|t| format!("; failure type {t}"))
+        .unwrap_or_default()
+}
+
 /// The local history: every attempt so far, oldest first.
 pub fn render_history(attempts: &[AttemptView]) -> String {
     if attempts.is_empty() {
@@ -97,11 +106,7 @@ pub fn render_history(attempts: &[AttemptView]) -> String {
     attempts
         .iter()
         .map(|attempt| {
-            let failure_type = attempt
-                .failure_type
-                .as_deref()
-                .map(|t| format!("; failure type {t}"))
-                .unwrap_or_default();
+            let failure_type = failure_type_suffix(attempt);
             fill(
                 HISTORY_ENTRY,
                 &[
@@ -184,11 +189,7 @@ fn render_feedback(attempts: &[AttemptView]) -> String {
     attempts
         .iter()
         .map(|attempt| {
-            let failure_type = attempt
-                .failure_type
-                .as_deref()
-                .map(|t| format!("; failure type {t}"))
-                .unwrap_or_default();
+            let failure_type = failure_type_suffix(attempt);
             format!(
                 "attempt {}: status: {}{}{failure_type}",
                 attempt.step,
