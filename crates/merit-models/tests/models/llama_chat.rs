@@ -368,7 +368,7 @@ fn prompt_lookup_gives_the_replies_of_token_by_token_greedy_decoding() {
     let (mut plain_steps, mut lookup_steps, mut accepted) = (0, 0, 0);
     let mut differing = Vec::new();
     let conversations = repair_conversations();
-    for conversation in conversations.iter().cloned() {
+    for conversation in &conversations {
         // Two calls each, so that the second shows that the first left the same cache.
         let mut follow_up = conversation.clone();
         follow_up.push(ChatMessage::assistant("```sql\nSELECT 1;\n```"));
