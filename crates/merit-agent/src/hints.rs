@@ -559,6 +559,9 @@ pub fn hints_for(
     if kinds.values && status == Status::DenotationMismatch {
         hints.extend(value_hints(catalog, database, &references, sql));
     }
+    // The unknown-column hint and the general one can name the same join: say it once.
+    let mut seen = BTreeSet::new();
+    hints.retain(|hint| seen.insert(hint.clone()));
     hints
 }
 
@@ -576,7 +579,24 @@ fn unknown_column(
         .and_then(|t| catalog.table(&t));
     let holders = catalog.tables_with_column(&name);
     if !holders.is_empty() {
-        let names: Vec<&str> = holders.iter().map(|t| t.name.as_str()).collect();
+        // A holder the query already names is shown with its aliases there: a small model
+        // that reads "exists in table Addresses" keeps writing `T2.` otherwise.
+        let names: Vec<String> = holders
+            .iter()
+            .map(|table| {
+                let lower = table.name.to_lowercase();
+                let aliases: Vec<&str> = references
+                    .iter()
+                    .filter(|(alias, target)| **target == lower && **alias != lower)
+                    .map(|(alias, _)| alias.as_str())
+                    .collect();
+                if aliases.is_empty() {
+                    table.name.clone()
+                } else {
+                    format!("{} (named {} in the query)", table.name, aliases.join(", "))
+                }
+            })
+            .collect();
         hints.push(format!(
             "A column named {name} exists in table{} {}.",
             if names.len() == 1 { "" } else { "s" },

@@ -178,3 +178,27 @@ fn the_hint_source_opens_databases_by_id_and_gives_nothing_for_unknown_ones() {
         )
         .is_empty());
 }
+
+#[test]
+fn a_column_of_another_table_of_the_query_is_named_with_its_alias_and_joins_once() {
+    let database = open("flight_2");
+    let catalog = SchemaCatalog::read(&database).unwrap();
+    let sql = "SELECT T2.FlightNo FROM flights AS T1 JOIN airports AS T2 \
+               ON T1.SourceAirport = T2.AirportCode";
+    let error = engine_error(&database, sql);
+    assert_eq!(error, "no such column: T2.FlightNo");
+    let hints = hints_for(
+        &catalog,
+        &database,
+        ALL,
+        sql,
+        Status::ExecutionError,
+        Some(&error),
+    );
+    assert_eq!(
+        hints[0],
+        "A column named FlightNo exists in table flights (named t1 in the query)."
+    );
+    let distinct: std::collections::BTreeSet<&String> = hints.iter().collect();
+    assert_eq!(distinct.len(), hints.len(), "no hint twice: {hints:?}");
+}
