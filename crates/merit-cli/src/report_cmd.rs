@@ -21,7 +21,8 @@ pub struct ReportArgs {
     json: bool,
 }
 
-/// Reads every episode log of a run directory, in file-name order.
+/// Reads every episode log of a run directory, in file-name order: `*.jsonl` as `merit run`
+/// writes them, and `*.jsonl.gz` as results are committed (gzip, e.g. `gzip -9n`).
 fn load_run(dir: &Path) -> Result<Vec<EpisodeRecord>> {
     let folder = dir.join("episodes");
     let entries = std::fs::read_dir(&folder).with_context(|| {
@@ -32,11 +33,18 @@ fn load_run(dir: &Path) -> Result<Vec<EpisodeRecord>> {
     })?;
     let mut logs: Vec<PathBuf> = entries
         .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|path| path.extension().is_some_and(|ext| ext == "jsonl"))
+        .filter(|path| {
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+            name.is_some_and(|n| n.ends_with(".jsonl") || n.ends_with(".jsonl.gz"))
+        })
         .collect();
     logs.sort();
     let mut episodes = Vec::new();
     for log in logs {
+        if log.extension().is_some_and(|ext| ext == "gz") {
+            episodes.extend(read_compressed_log(&log)?);
+            continue;
+        }
         let loaded = read_records::<EpisodeRecord>(&log)?;
         if loaded.torn_bytes > 0 {
             eprintln!(
@@ -49,6 +57,31 @@ fn load_run(dir: &Path) -> Result<Vec<EpisodeRecord>> {
         episodes.extend(loaded.records);
     }
     Ok(episodes)
+}
+
+/// Reads a gzip-compressed episode log. A committed log is complete by construction, so unlike
+/// a live one it may not end in a torn line: every line must be a whole record.
+fn read_compressed_log(path: &Path) -> Result<Vec<EpisodeRecord>> {
+    use std::io::Read;
+    let file =
+        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(file)
+        .read_to_string(&mut text)
+        .with_context(|| format!("{} is not a gzip-compressed UTF-8 log", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(index, line)| {
+            serde_json::from_str(line).with_context(|| {
+                format!(
+                    "{} line {}: not an episode record",
+                    path.display(),
+                    index + 1
+                )
+            })
+        })
+        .collect()
 }
 
 pub fn run(args: ReportArgs) -> Result<()> {

@@ -123,6 +123,46 @@ fn report_prints_the_tables_and_writes_identical_files_twice() {
     assert_eq!(json["questions"], 30);
 }
 
+/// Committed results keep their logs gzip-compressed: the report reads them to the same tables.
+#[test]
+fn compressed_logs_give_the_same_report_and_a_bad_one_a_clear_error() {
+    let report = |dir: &Path| {
+        let output = Command::new(env!("CARGO_BIN_EXE_merit"))
+            .arg("report")
+            .arg(dir)
+            .output()
+            .unwrap();
+        (
+            output.status.success(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let plain = tempfile::tempdir().unwrap();
+    write_run(plain.path());
+    let compressed = tempfile::tempdir().unwrap();
+    write_run(compressed.path());
+    let episodes = compressed.path().join("episodes");
+    for entry in std::fs::read_dir(&episodes).unwrap() {
+        let path = entry.unwrap().path();
+        let bytes = std::fs::read(&path).unwrap();
+        let gz = std::fs::File::create(path.with_extension("jsonl.gz")).unwrap();
+        let mut encoder = flate2::write::GzEncoder::new(gz, flate2::Compression::best());
+        encoder.write_all(&bytes).unwrap();
+        encoder.finish().unwrap();
+        std::fs::remove_file(&path).unwrap();
+    }
+    let (ok, expected, _) = report(plain.path());
+    assert!(ok);
+    let (ok, got, stderr) = report(compressed.path());
+    assert!(ok, "{stderr}");
+    assert_eq!(got, expected);
+    std::fs::write(episodes.join("broken.jsonl.gz"), b"not gzip").unwrap();
+    let (ok, _, stderr) = report(compressed.path());
+    assert!(!ok);
+    assert!(stderr.contains("broken.jsonl.gz"), "{stderr}");
+}
+
 #[test]
 fn report_on_a_folder_that_is_not_a_run_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
