@@ -31,6 +31,16 @@ fn engine_error(database: &SqliteDatabase, sql: &str) -> String {
         .to_string()
 }
 
+/// Runs `sql` on `flight_2`: the engine's own error (for a failing query) and the hints for it
+/// under `status`.
+fn hints_on_flight_2(sql: &str, status: Status) -> (Option<String>, Vec<String>) {
+    let database = open("flight_2");
+    let catalog = SchemaCatalog::read(&database).unwrap();
+    let error = (status == Status::ExecutionError).then(|| engine_error(&database, sql));
+    let hints = hints_for(&catalog, &database, ALL, sql, status, error.as_deref());
+    (error, hints)
+}
+
 #[test]
 fn the_catalog_has_tables_columns_and_foreign_keys() {
     let catalog = SchemaCatalog::read(&open("flight_2")).unwrap();
@@ -51,38 +61,18 @@ fn the_catalog_has_tables_columns_and_foreign_keys() {
 #[test]
 fn a_column_of_another_table_is_named_with_its_table() {
     // dev-243's failure in the demo: the 0.5B model's query, resubmitted eight times.
-    let database = open("flight_2");
-    let catalog = SchemaCatalog::read(&database).unwrap();
     let sql = "SELECT Airline FROM airlines WHERE FlightNo < 200";
-    let error = engine_error(&database, sql);
-    assert_eq!(error, "no such column: FlightNo");
-    let hints = hints_for(
-        &catalog,
-        &database,
-        ALL,
-        sql,
-        Status::ExecutionError,
-        Some(&error),
-    );
+    let (error, hints) = hints_on_flight_2(sql, Status::ExecutionError);
+    assert_eq!(error.as_deref(), Some("no such column: FlightNo"));
     assert_eq!(hints, ["A column named FlightNo exists in table flights."]);
 }
 
 #[test]
 fn an_invented_column_gets_the_closest_existing_ones_and_a_join_path() {
-    let database = open("flight_2");
-    let catalog = SchemaCatalog::read(&database).unwrap();
     let sql = "SELECT T2.AirportName FROM flights AS T1 JOIN airports AS T2 \
                ON T1.SourceAirport = T2.AirportCode WHERE T2.CityName = 'Aberdeen'";
-    let error = engine_error(&database, sql);
-    assert_eq!(error, "no such column: T2.CityName");
-    let hints = hints_for(
-        &catalog,
-        &database,
-        ALL,
-        sql,
-        Status::ExecutionError,
-        Some(&error),
-    );
+    let (error, hints) = hints_on_flight_2(sql, Status::ExecutionError);
+    assert_eq!(error.as_deref(), Some("no such column: T2.CityName"));
     assert_eq!(
         hints[0],
         "No table has a column named CityName; the closest column names are City."
@@ -100,31 +90,16 @@ fn an_invented_column_gets_the_closest_existing_ones_and_a_join_path() {
 
 #[test]
 fn a_literal_that_never_occurs_gets_the_values_that_contain_it() {
-    let database = open("flight_2");
-    let catalog = SchemaCatalog::read(&database).unwrap();
     // City values in this database carry a trailing space ("Aberdeen "): a real trap.
     let sql = "SELECT count(*) FROM airports WHERE City = 'Aberdeen'";
-    let hints = hints_for(
-        &catalog,
-        &database,
-        ALL,
-        sql,
-        Status::DenotationMismatch,
-        None,
-    );
+    let (error, hints) = hints_on_flight_2(sql, Status::DenotationMismatch);
+    assert_eq!(error, None);
     assert_eq!(
         hints,
         ["No row of airports.City matches 'Aberdeen'; values containing it: 'Aberdeen '."]
     );
     let sql = "SELECT AirportName FROM airports WHERE City = 'Atlantis'";
-    let hints = hints_for(
-        &catalog,
-        &database,
-        ALL,
-        sql,
-        Status::DenotationMismatch,
-        None,
-    );
+    let (_, hints) = hints_on_flight_2(sql, Status::DenotationMismatch);
     assert_eq!(
         hints,
         [
@@ -136,18 +111,8 @@ fn a_literal_that_never_occurs_gets_the_values_that_contain_it() {
 
 #[test]
 fn an_unknown_table_lists_the_closest_and_all_tables() {
-    let database = open("flight_2");
-    let catalog = SchemaCatalog::read(&database).unwrap();
     let sql = "SELECT count(*) FROM flight";
-    let error = engine_error(&database, sql);
-    let hints = hints_for(
-        &catalog,
-        &database,
-        ALL,
-        sql,
-        Status::ExecutionError,
-        Some(&error),
-    );
+    let (_, hints) = hints_on_flight_2(sql, Status::ExecutionError);
     assert_eq!(
         hints,
         [
@@ -181,20 +146,10 @@ fn the_hint_source_opens_databases_by_id_and_gives_nothing_for_unknown_ones() {
 
 #[test]
 fn a_column_of_another_table_of_the_query_is_named_with_its_alias_and_joins_once() {
-    let database = open("flight_2");
-    let catalog = SchemaCatalog::read(&database).unwrap();
     let sql = "SELECT T2.FlightNo FROM flights AS T1 JOIN airports AS T2 \
                ON T1.SourceAirport = T2.AirportCode";
-    let error = engine_error(&database, sql);
-    assert_eq!(error, "no such column: T2.FlightNo");
-    let hints = hints_for(
-        &catalog,
-        &database,
-        ALL,
-        sql,
-        Status::ExecutionError,
-        Some(&error),
-    );
+    let (error, hints) = hints_on_flight_2(sql, Status::ExecutionError);
+    assert_eq!(error.as_deref(), Some("no such column: T2.FlightNo"));
     assert_eq!(
         hints[0],
         "A column named FlightNo exists in table flights (named t1 in the query)."
