@@ -229,6 +229,21 @@ fn an_interrupted_run_resumes_to_the_same_bytes() {
     .unwrap();
     let episodes = load_episodes(straight.path(), &streams()).unwrap();
     assert_eq!(episodes.len(), 24 * 6);
+    // The initial generation is charged to step 0 of every episode (one call, its tokens),
+    // so Table 3's cost columns count it; the repair steps carry their own calls.
+    for episode in &episodes {
+        let initial = &episode.attempts[0];
+        assert_eq!(
+            (initial.prompt_tokens, initial.completion_tokens, initial.calls),
+            (100, 10, 1),
+            "{}",
+            episode.question_id
+        );
+    }
+    assert!(episodes
+        .iter()
+        .filter(|e| e.attempts.len() > 1)
+        .all(|e| e.attempts[1..].iter().all(|a| a.calls >= 1)));
     // Memory mattered: MERIT repaired at the first step where a precedent existed.
     assert!(episodes
         .iter()
