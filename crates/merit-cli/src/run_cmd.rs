@@ -785,3 +785,60 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod split_tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(clap::Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    fn sample() -> PathBuf {
+        PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../demo/spider-sample"
+        ))
+    }
+
+    fn args(data: &Path, split: &str) -> RunArgs {
+        let data = data.to_str().expect("a UTF-8 temp path");
+        Wrapper::try_parse_from([
+            "run", "--data", data, "--db-dir", data, "--split", split, "--out", "unused",
+        ])
+        .expect("the arguments parse")
+        .run
+    }
+
+    /// `--split train` reads `train.json` (ids `train-N`), `--split dev` reads `dev.json`; a
+    /// missing split file is an error that names it. The shipped sample has only a dev split,
+    /// so the train split here is a copy of it.
+    #[test]
+    fn the_split_chooses_the_question_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::copy(sample().join("tables.json"), dir.path().join("tables.json")).unwrap();
+        std::fs::copy(sample().join("dev.json"), dir.path().join("dev.json")).unwrap();
+
+        let missing = load_questions(&args(dir.path(), "train")).unwrap_err();
+        assert!(format!("{missing:#}").contains("train.json"), "{missing:#}");
+
+        std::fs::copy(sample().join("dev.json"), dir.path().join("train.json")).unwrap();
+        let (_, train, _) = load_questions(&args(dir.path(), "train")).unwrap();
+        let (_, dev, schemas) = load_questions(&args(dir.path(), "dev")).unwrap();
+        assert!(!train.is_empty() && train.len() == dev.len());
+        assert!(
+            train.iter().all(|q| q.id.starts_with("train-")),
+            "{}",
+            train[0].id
+        );
+        assert!(
+            dev.iter().all(|q| q.id.starts_with("dev-")),
+            "{}",
+            dev[0].id
+        );
+        assert!(train.iter().all(|q| schemas.contains_key(&q.db_id)));
+    }
+}
