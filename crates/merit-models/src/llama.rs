@@ -33,12 +33,15 @@
 //! # Threads
 //!
 //! A llama.cpp context is not thread-safe and holds the KV cache that prefix reuse depends on,
-//! so each [`LlamaChat`] owns one context on one dedicated worker thread. Calls from any number
-//! of threads are queued and run **one at a time** in arrival order; [`LlamaChat`] is `Send +
-//! Sync` and can be shared through an `Arc`. Each call uses every available core (llama.cpp's
-//! own thread pool), which is why running calls side by side would not be faster anyway. For
-//! real parallelism, load several [`LlamaChat`]s (each has its own KV cache and its own memory).
+//! so each [`LlamaChat`] owns its context on one dedicated worker thread; [`LlamaChat`] is
+//! `Send + Sync` and can be shared through an `Arc`. Each model step uses every available core
+//! (llama.cpp's own thread pool). With [`LlamaConfig::parallel`] at 1 (the default), calls from
+//! any number of threads run **one at a time** in arrival order. Above 1, the worker batches
+//! concurrent calls (continuous batching, in the `batched` module): each conversation gets a
+//! KV sequence of one shared context, and every step decodes the next token of all of them
+//! at once, which on a CPU costs little more than one conversation's step.
 
+mod batched;
 mod lookup;
 
 pub use lookup::PromptLookup;
@@ -111,10 +114,22 @@ pub struct LlamaConfig {
     /// keep their own prefix instead of evicting each other's. Each slot is a whole context:
     /// memory grows by one KV cache of `context_size` tokens per slot.
     pub cache_slots: usize,
+    /// Conversations decoded together (default 1, at most [`MAX_PARALLEL`]). Above 1, calls
+    /// from concurrent callers are batched: one context holds a KV sequence per conversation
+    /// (`max(parallel, cache_slots)` of them, each with its own `context_size` window and its
+    /// own prefix reuse), and every model step decodes the next token of each conversation
+    /// in flight together (see "Threads" in the module docs). On a CPU a step for several
+    /// conversations costs little more than a step for one, so the calls of concurrent
+    /// streams finish sooner in total. Replies can differ from one-at-a-time decoding where
+    /// batched arithmetic rounds a near-tie the other way; prompt lookup is not used.
+    pub parallel: usize,
 }
 
 /// The most KV cache slots one [`LlamaChat`] keeps.
 pub const MAX_CACHE_SLOTS: usize = 8;
+
+/// The most conversations one [`LlamaChat`] decodes together.
+pub const MAX_PARALLEL: usize = 16;
 
 /// A shared prefix shorter than this (in tokens) does not make a cache slot the match for a
 /// prompt: every conversation of one chat template shares its first few tokens, and spending
@@ -141,7 +156,14 @@ impl LlamaConfig {
             stop_token_ids: QWEN_STOP_TOKEN_IDS.to_vec(),
             prompt_lookup: None,
             cache_slots: 1,
+            parallel: 1,
         }
+    }
+
+    /// Sets [`LlamaConfig::parallel`], the number of conversations decoded together.
+    pub fn with_parallel(mut self, conversations: usize) -> LlamaConfig {
+        self.parallel = conversations;
+        self
     }
 
     /// Sets the number of KV cache slots (see [`LlamaConfig::cache_slots`]).
@@ -288,6 +310,12 @@ impl LlamaChat {
             return Err(ModelError::InvalidRequest(format!(
                 "{} KV cache slots requested; 1 to {MAX_CACHE_SLOTS} are possible",
                 config.cache_slots
+            )));
+        }
+        if !(1..=MAX_PARALLEL).contains(&config.parallel) {
+            return Err(ModelError::InvalidRequest(format!(
+                "{} parallel conversations requested; 1 to {MAX_PARALLEL} are possible",
+                config.parallel
             )));
         }
         if config.batch_size == 0 || config.threads == 0 {
@@ -619,6 +647,19 @@ fn worker_main(
             return;
         }
     };
+    if config.parallel > 1 {
+        match batched::BatchedEngine::new(&model, &config) {
+            Ok(mut engine) => {
+                if ready.send(Ok(engine.info())).is_ok() {
+                    engine.serve(&switches, &inbox);
+                }
+            }
+            Err(error) => {
+                let _ = ready.send(Err(error));
+            }
+        }
+        return;
+    }
     let mut engine = match Engine::new(&model, &config) {
         Ok(engine) => engine,
         Err(error) => {
@@ -651,8 +692,8 @@ fn worker_main(
             }
             Job::Render(messages, reply) => {
                 let outcome = catch_unwind(AssertUnwindSafe(|| {
-                    let text = engine.render(&messages)?;
-                    let tokens = engine.tokenize(&text)?;
+                    let text = engine.format.render(&messages)?;
+                    let tokens = engine.format.tokenize(&text)?;
                     Ok((text, tokens.len()))
                 }))
                 .unwrap_or_else(|_| {
@@ -682,6 +723,177 @@ fn load_model(config: &LlamaConfig) -> Result<LlamaModel, ModelError> {
     )
 }
 
+/// How conversations become tokens and which tokens end a reply: the chat template (or the
+/// ChatML fallback), the template's default system prompt and the stop tokens. Shared by the
+/// one-at-a-time and the batched engine, so both send the model the same prompt.
+struct Formatter<'m> {
+    model: &'m LlamaModel,
+    template: Option<LlamaChatTemplate>,
+    default_system: Option<String>,
+    stop_token_ids: Vec<i32>,
+}
+
+impl<'m> Formatter<'m> {
+    fn new(model: &'m LlamaModel, config: &LlamaConfig) -> Formatter<'m> {
+        // Only use the GGUF's template if llama.cpp can actually apply it; otherwise fall back
+        // to ChatML for every call rather than failing at the first one.
+        let template = model.chat_template(None).ok().filter(|template| {
+            let probe = [LlamaChatMessage::new("user".into(), "x".into())];
+            probe
+                .into_iter()
+                .collect::<Result<Vec<_>, _>>()
+                .is_ok_and(|probe| model.apply_chat_template(template, &probe, true).is_ok())
+        });
+        if template.is_none() {
+            tracing::info!(
+                model = %config.model_path.display(),
+                "no usable chat template in the GGUF; using the built-in ChatML formatter"
+            );
+        }
+        let default_system = template
+            .as_ref()
+            .and_then(|template| template.to_str().ok().and_then(default_system_prompt));
+        Formatter {
+            model,
+            template,
+            default_system,
+            stop_token_ids: config.stop_token_ids.clone(),
+        }
+    }
+
+    fn info(&self, context_size: u32) -> LlamaModelInfo {
+        LlamaModelInfo {
+            context_size,
+            trained_context: self.model.n_ctx_train(),
+            parameters: self.model.n_params(),
+            uses_gguf_template: self.template.is_some(),
+            default_system_prompt: self.default_system.clone(),
+        }
+    }
+
+    fn render(&self, messages: &[ChatMessage]) -> Result<String, ModelError> {
+        if messages.is_empty() {
+            return Err(ModelError::InvalidRequest(
+                "a chat request needs at least one message".to_string(),
+            ));
+        }
+        if let Some(template) = &self.template {
+            let default_system = match (&self.default_system, messages[0].role) {
+                (Some(text), role) if role != Role::System => Some(ChatMessage::system(text)),
+                _ => None,
+            };
+            let converted: Result<Vec<LlamaChatMessage>, _> = default_system
+                .iter()
+                .chain(messages)
+                .map(|m| LlamaChatMessage::new(role_name(m.role).to_string(), m.content.clone()))
+                .collect();
+            let converted = converted.map_err(|_| {
+                ModelError::InvalidRequest("a message contains a NUL character".to_string())
+            })?;
+            if let Ok(text) = self.model.apply_chat_template(template, &converted, true) {
+                return Ok(text);
+            }
+        }
+        Ok(chatml(messages))
+    }
+
+    fn tokenize(&self, text: &str) -> Result<Vec<LlamaToken>, ModelError> {
+        // llama.cpp counts bytes in an i32; refuse long before that instead of panicking.
+        if text.len() > (i32::MAX / 4) as usize {
+            return Err(ModelError::InvalidRequest(format!(
+                "the prompt is {} bytes long, far beyond any context window",
+                text.len()
+            )));
+        }
+        // Special tokens must be parsed: the template writes `<|im_start|>` as text.
+        Ok(self.model.vocab().tokenize(text.as_bytes(), true, true))
+    }
+
+    /// The prompt of `request` as tokens, refused when empty or when it leaves no room for a
+    /// reply in a `context_size`-token window.
+    fn prompt(
+        &self,
+        request: &ChatRequest,
+        context_size: u32,
+    ) -> Result<Vec<LlamaToken>, ModelError> {
+        let prompt = self.render(&request.messages)?;
+        let tokens = self.tokenize(&prompt)?;
+        if tokens.is_empty() {
+            return Err(ModelError::InvalidRequest(
+                "the prompt is empty after tokenization".to_string(),
+            ));
+        }
+        if tokens.len() >= context_size as usize {
+            return Err(ModelError::InvalidRequest(format!(
+                "the prompt is {} tokens but the context window holds {} (prompt and reply \
+                 together); shorten the prompt or load the model with a larger context size",
+                tokens.len(),
+                context_size
+            )));
+        }
+        Ok(tokens)
+    }
+
+    fn is_end_of_generation(&self, token: LlamaToken) -> bool {
+        self.stop_token_ids.contains(&token.0) || self.model.vocab().is_eog(token)
+    }
+
+    /// The text of one token, as bytes (a token may hold part of a UTF-8 character).
+    fn piece(&self, token: LlamaToken) -> Vec<u8> {
+        self.model.vocab().token_to_piece(token, false, None)
+    }
+}
+
+/// The per-call token choosers of `decoding`: a sampler when it samples (temperature above
+/// zero), a grammar when it constrains (greedy only); neither for plain greedy decoding.
+fn token_choosers(
+    model: &LlamaModel,
+    decoding: &merit_core::model::Decoding,
+) -> Result<(Option<LlamaSampler>, Option<LlamaSampler>), ModelError> {
+    let sampled = decoding.temperature > 0.0;
+    // Greedy decoding reads the argmax straight from the logits: llama.cpp's sampler copies
+    // all ~152k candidates into a fresh array per token first, which cost ~2% of generation
+    // time on two cores. Same choice, same tie rule (the lowest token id).
+    let sampler = sampled.then(|| {
+        LlamaSampler::chain_simple([
+            LlamaSampler::temp(decoding.temperature),
+            LlamaSampler::dist(decoding.seed as u32),
+        ])
+    });
+    let grammar = match &decoding.grammar {
+        None => None,
+        Some(_) if sampled => {
+            return Err(ModelError::InvalidRequest(
+                "grammar-constrained decoding is greedy only (temperature 0)".to_string(),
+            ))
+        }
+        Some(text) => Some(LlamaSampler::grammar(model, text, "root").map_err(|error| {
+            ModelError::InvalidRequest(format!("the grammar is not usable: {error}"))
+        })?),
+    };
+    Ok((sampler, grammar))
+}
+
+/// The next token from the logits of batch position `index`: the sampler's choice, the
+/// greedy one among the tokens `grammar` allows (advancing it), or the plain greedy one.
+fn choose_token(
+    context: &LlamaContext<'_>,
+    sampler: Option<&mut LlamaSampler>,
+    grammar: Option<&mut LlamaSampler>,
+    index: i32,
+) -> LlamaToken {
+    let logits = context.get_logits_ith(index);
+    match (sampler, grammar) {
+        (Some(sampler), _) => sampler.sample(context, index),
+        (None, None) => LlamaToken(greedy_choice(logits)),
+        (None, Some(grammar)) => {
+            let token = constrained_greedy_choice(grammar, logits);
+            grammar.accept(token);
+            token
+        }
+    }
+}
+
 /// The state of one loaded model: its context (with the KV cache) and what is in the cache.
 struct Engine<'m> {
     model: &'m LlamaModel,
@@ -696,9 +908,7 @@ struct Engine<'m> {
     parked: Vec<ParkedSlot<'m>>,
     /// Counts calls; orders the slots by last use.
     clock: u64,
-    template: Option<LlamaChatTemplate>,
-    default_system: Option<String>,
-    stop_token_ids: Vec<i32>,
+    format: Formatter<'m>,
     batch_size: usize,
     context_size: u32,
 }
@@ -748,24 +958,6 @@ impl<'m> Engine<'m> {
                 },
             });
         }
-        // Only use the GGUF's template if llama.cpp can actually apply it; otherwise fall back
-        // to ChatML for every call rather than failing at the first one.
-        let template = model.chat_template(None).ok().filter(|template| {
-            let probe = [LlamaChatMessage::new("user".into(), "x".into())];
-            probe
-                .into_iter()
-                .collect::<Result<Vec<_>, _>>()
-                .is_ok_and(|probe| model.apply_chat_template(template, &probe, true).is_ok())
-        });
-        if template.is_none() {
-            tracing::info!(
-                model = %config.model_path.display(),
-                "no usable chat template in the GGUF; using the built-in ChatML formatter"
-            );
-        }
-        let default_system = template
-            .as_ref()
-            .and_then(|template| template.to_str().ok().and_then(default_system_prompt));
         // llama.cpp may round the window up (to a multiple of 256); the configured size is the
         // limit callers asked for, so it is the one enforced.
         let context_size = context.n_ctx().min(config.context_size);
@@ -781,22 +973,14 @@ impl<'m> Engine<'m> {
             },
             parked,
             clock: 0,
-            template,
-            default_system,
-            stop_token_ids: config.stop_token_ids.clone(),
+            format: Formatter::new(model, config),
             batch_size,
             context_size,
         })
     }
 
     fn info(&self) -> LlamaModelInfo {
-        LlamaModelInfo {
-            context_size: self.context_size,
-            trained_context: self.model.n_ctx_train(),
-            parameters: self.model.n_params(),
-            uses_gguf_template: self.template.is_some(),
-            default_system_prompt: self.default_system.clone(),
-        }
+        self.format.info(self.context_size)
     }
 
     fn forget_cache(&mut self) {
@@ -869,66 +1053,13 @@ impl<'m> Engine<'m> {
         self.active.last_used = self.clock;
     }
 
-    fn render(&self, messages: &[ChatMessage]) -> Result<String, ModelError> {
-        if messages.is_empty() {
-            return Err(ModelError::InvalidRequest(
-                "a chat request needs at least one message".to_string(),
-            ));
-        }
-        if let Some(template) = &self.template {
-            let default_system = match (&self.default_system, messages[0].role) {
-                (Some(text), role) if role != Role::System => Some(ChatMessage::system(text)),
-                _ => None,
-            };
-            let converted: Result<Vec<LlamaChatMessage>, _> = default_system
-                .iter()
-                .chain(messages)
-                .map(|m| LlamaChatMessage::new(role_name(m.role).to_string(), m.content.clone()))
-                .collect();
-            let converted = converted.map_err(|_| {
-                ModelError::InvalidRequest("a message contains a NUL character".to_string())
-            })?;
-            if let Ok(text) = self.model.apply_chat_template(template, &converted, true) {
-                return Ok(text);
-            }
-        }
-        Ok(chatml(messages))
-    }
-
-    fn tokenize(&self, text: &str) -> Result<Vec<LlamaToken>, ModelError> {
-        // llama.cpp counts bytes in an i32; refuse long before that instead of panicking.
-        if text.len() > (i32::MAX / 4) as usize {
-            return Err(ModelError::InvalidRequest(format!(
-                "the prompt is {} bytes long, far beyond any context window",
-                text.len()
-            )));
-        }
-        // Special tokens must be parsed: the template writes `<|im_start|>` as text.
-        Ok(self.model.vocab().tokenize(text.as_bytes(), true, true))
-    }
-
-    /// The next token from the logits of batch position `index`: the sampler's choice, the
-    /// greedy one among the tokens `grammar` allows (advancing it), or the plain greedy one.
     fn choose(
         &self,
         sampler: Option<&mut LlamaSampler>,
         grammar: Option<&mut LlamaSampler>,
         index: i32,
     ) -> LlamaToken {
-        let logits = self.context.get_logits_ith(index);
-        match (sampler, grammar) {
-            (Some(sampler), _) => sampler.sample(&self.context, index),
-            (None, None) => LlamaToken(greedy_choice(logits)),
-            (None, Some(grammar)) => {
-                let token = constrained_greedy_choice(grammar, logits);
-                grammar.accept(token);
-                token
-            }
-        }
-    }
-
-    fn is_end_of_generation(&self, token: LlamaToken) -> bool {
-        self.stop_token_ids.contains(&token.0) || self.model.vocab().is_eog(token)
+        choose_token(&self.context, sampler, grammar, index)
     }
 
     /// Evaluates `tokens` at the positions following what is cached. Logits are kept only for
@@ -1013,21 +1144,7 @@ impl<'m> Engine<'m> {
         lookup: Option<PromptLookup>,
     ) -> Result<(ChatReply, CallStats), ModelError> {
         let started = Instant::now();
-        let prompt = self.render(&request.messages)?;
-        let tokens = self.tokenize(&prompt)?;
-        if tokens.is_empty() {
-            return Err(ModelError::InvalidRequest(
-                "the prompt is empty after tokenization".to_string(),
-            ));
-        }
-        if tokens.len() >= self.context_size as usize {
-            return Err(ModelError::InvalidRequest(format!(
-                "the prompt is {} tokens but the context window holds {} (prompt and reply \
-                 together); shorten the prompt or load the model with a larger context size",
-                tokens.len(),
-                self.context_size
-            )));
-        }
+        let tokens = self.format.prompt(request, self.context_size)?;
 
         if reuse {
             self.choose_slot(&tokens);
@@ -1062,26 +1179,7 @@ impl<'m> Engine<'m> {
 
         let generation_started = Instant::now();
         let sampled = request.decoding.temperature > 0.0;
-        // Greedy decoding reads the argmax straight from the logits: llama.cpp's sampler
-        // copies all ~152k candidates into a fresh array per token first, which cost ~2% of
-        // generation time on two cores. Same choice, same tie rule (the lowest token id).
-        let mut sampler = sampled.then(|| {
-            LlamaSampler::chain_simple([
-                LlamaSampler::temp(request.decoding.temperature),
-                LlamaSampler::dist(request.decoding.seed as u32),
-            ])
-        });
-        let mut grammar = match &request.decoding.grammar {
-            None => None,
-            Some(_) if sampled => {
-                return Err(ModelError::InvalidRequest(
-                    "grammar-constrained decoding is greedy only (temperature 0)".to_string(),
-                ))
-            }
-            Some(text) => Some(LlamaSampler::grammar(self.model, text, "root").map_err(
-                |error| ModelError::InvalidRequest(format!("the grammar is not usable: {error}")),
-            )?),
-        };
+        let (mut sampler, mut grammar) = token_choosers(self.model, &request.decoding)?;
         // Drafts are only sound for greedy decoding: a sampled token is not a function of the
         // logits alone, so "the model agrees with the draft" has no meaning there. A grammar
         // would have to be advanced along each draft, so drafts are off with one too.
@@ -1105,12 +1203,12 @@ impl<'m> Engine<'m> {
             // Add the chosen tokens to the reply one at a time, with exactly the checks of
             // token-by-token decoding, so that stop conditions end the reply at the same token.
             for &token in &chosen {
-                if self.is_end_of_generation(token) {
+                if self.format.is_end_of_generation(token) {
                     ended_by_eog = true;
                     break 'generation;
                 }
                 history.push(token);
-                bytes.extend(self.model.vocab().token_to_piece(token, false, None));
+                bytes.extend(self.format.piece(token));
                 text = String::from_utf8_lossy(&bytes).into_owned();
                 if let Some(at) = find_stop(&text, &request.decoding.stop) {
                     text.truncate(at);

@@ -7,6 +7,7 @@
 mod cache_kill;
 mod cache_store;
 mod embed_minilm;
+mod llama_batched;
 mod llama_chat;
 mod openai_client;
 mod openai_real_server;
