@@ -156,51 +156,54 @@ pub fn reexec_with_bounded_openmp_spin() {
     }
 }
 
+/// How an embedded chat model is loaded, beyond its name and file.
+#[derive(Debug, Clone, Copy)]
+pub struct ChatLoad {
+    /// Context window of one conversation, in tokens.
+    pub context_size: u32,
+    /// CPU threads (`None`: every core).
+    pub threads: Option<usize>,
+    /// KV caches kept side by side for conversations that alternate on the model (an
+    /// interact run's agent and user simulator, Reflexion's reflection and repair prompts).
+    pub cache_slots: usize,
+    /// Conversations decoded together (continuous batching; 1: one call at a time).
+    pub parallel: usize,
+}
+
+impl ChatLoad {
+    /// One conversation at a time, one cache, every core.
+    pub fn new(context_size: u32) -> ChatLoad {
+        ChatLoad {
+            context_size,
+            threads: None,
+            cache_slots: 1,
+            parallel: 1,
+        }
+    }
+}
+
 /// Finds (or fetches, with a progress bar) the named chat model and loads it.
 pub fn load_chat_model(
     name: &str,
     model_path: Option<&Path>,
     context_size: u32,
 ) -> Result<LlamaChat> {
-    load_chat_model_with_threads(name, model_path, context_size, None)
+    load_chat_model_with(name, model_path, ChatLoad::new(context_size))
 }
 
-/// [`load_chat_model`] with an explicit number of CPU threads (`None`: every core).
-pub fn load_chat_model_with_threads(
-    name: &str,
-    model_path: Option<&Path>,
-    context_size: u32,
-    threads: Option<usize>,
-) -> Result<LlamaChat> {
-    load_chat_model_with(name, model_path, context_size, threads, 1)
-}
-
-/// [`load_chat_model`] with `cache_slots` KV caches: one per conversation that alternates on
-/// the model (an interact run's agent and user simulator), so neither evicts the other's
-/// prefix.
-pub fn load_chat_model_with_slots(
-    name: &str,
-    model_path: Option<&Path>,
-    context_size: u32,
-    cache_slots: usize,
-) -> Result<LlamaChat> {
-    load_chat_model_with(name, model_path, context_size, None, cache_slots)
-}
-
-/// Loads a chat model with every option: `threads` (`None`: every core) and `cache_slots`.
+/// Loads a chat model with every option of [`ChatLoad`].
 pub fn load_chat_model_with(
     name: &str,
     model_path: Option<&Path>,
-    context_size: u32,
-    threads: Option<usize>,
-    cache_slots: usize,
+    load: ChatLoad,
 ) -> Result<LlamaChat> {
     let files = pull(name, model_path)?;
     let mut config = LlamaConfig::new(files.main_file())
         .with_name(files.name.clone())
-        .with_context_size(context_size)
-        .with_cache_slots(cache_slots);
-    if let Some(threads) = threads {
+        .with_context_size(load.context_size)
+        .with_cache_slots(load.cache_slots)
+        .with_parallel(load.parallel);
+    if let Some(threads) = load.threads {
         config = config.with_threads(threads);
     }
     let started = Instant::now();

@@ -20,8 +20,7 @@
 //! 4. **Embedder throughput**: sentences per second at batch 32, and the latency of one.
 
 use crate::ask_cmd::{
-    load_chat_model_with, load_chat_model_with_threads, load_embedder,
-    reexec_with_bounded_openmp_spin,
+    load_chat_model_with, load_embedder, reexec_with_bounded_openmp_spin, ChatLoad,
 };
 use anyhow::{anyhow, Result};
 use clap::Args;
@@ -84,6 +83,20 @@ pub struct ModelsBenchArgs {
     /// (`merit run --grammar`), against the same reply unconstrained.
     #[arg(long)]
     grammar: bool,
+    /// Concurrent conversations through one embedded model (continuous batching), e.g.
+    /// `1,2,4,8`: aggregate prompt and generation speed and latency at each number, against
+    /// one call at a time; with `--llama-server`, against llama.cpp's server with as many
+    /// slots; with `--llama-bench`, llama.cpp's batched benchmark at the same numbers.
+    /// Replaces the other chat measurements.
+    #[arg(long, value_delimiter = ',')]
+    streams: Vec<usize>,
+    /// Most tokens generated per call in the `--streams` measurement.
+    #[arg(long, default_value_t = 64)]
+    stream_tokens: u32,
+    /// llama.cpp's `llama-server` (built by `scripts/setup-test-server.sh`), the baseline of
+    /// `--streams` a user would otherwise run.
+    #[arg(long)]
+    llama_server: Option<PathBuf>,
     /// Skip the chat model.
     #[arg(long)]
     no_chat: bool,
@@ -130,11 +143,13 @@ fn bench_chat(args: &ModelsBenchArgs) -> Result<()> {
         evidence: None,
     };
     let started = Instant::now();
-    let chat = load_chat_model_with_threads(
+    let chat = load_chat_model_with(
         &args.model,
         args.model_path.as_deref(),
-        DEFAULT_CONTEXT_SIZE,
-        args.threads,
+        ChatLoad {
+            threads: args.threads,
+            ..ChatLoad::new(DEFAULT_CONTEXT_SIZE)
+        },
     )?;
     println!(
         "chat model: {} (loaded in {:.1} s, {} parameters, context {})",
@@ -232,6 +247,35 @@ fn bench_chat(args: &ModelsBenchArgs) -> Result<()> {
         );
     }
 
+    if !args.streams.is_empty() {
+        let files = crate::ask_cmd::pull(&args.model, args.model_path.as_deref())?;
+        let requests = crate::bench_streams::STREAM_QUESTIONS
+            .iter()
+            .map(|question| {
+                initial_request(
+                    &InitialTask { question, ..task },
+                    Decoding {
+                        max_tokens: args.stream_tokens,
+                        ..Decoding::default()
+                    },
+                )
+            })
+            .collect();
+        drop(chat);
+        return crate::bench_streams::run(&crate::bench_streams::StreamsBench {
+            model: &args.model,
+            model_path: args.model_path.as_deref(),
+            gguf: files.main_file(),
+            threads: args
+                .threads
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+            streams: &args.streams,
+            requests,
+            tokens: args.stream_tokens,
+            llama_server: args.llama_server.as_deref(),
+            llama_bench: args.llama_bench.as_deref(),
+        });
+    }
     if args.no_episode {
         return Ok(());
     }
@@ -326,9 +370,11 @@ fn bench_chat(args: &ModelsBenchArgs) -> Result<()> {
     let two_slots = load_chat_model_with(
         &args.model,
         args.model_path.as_deref(),
-        DEFAULT_CONTEXT_SIZE,
-        args.threads,
-        2,
+        ChatLoad {
+            threads: args.threads,
+            cache_slots: 2,
+            ..ChatLoad::new(DEFAULT_CONTEXT_SIZE)
+        },
     )?;
     let with_slots = run_two_roles(
         &two_slots,
@@ -560,7 +606,16 @@ fn llama_batched_bench(
 /// The `S_PP t/s` and `S_TG t/s` cells of the first result row of `llama-batched-bench`'s
 /// Markdown table.
 fn parse_batched_bench(output: &str) -> Option<(f64, f64)> {
+    batched_bench_rows(output)
+        .first()
+        .map(|&(_, prompt, generation)| (prompt, generation))
+}
+
+/// Every result row of `llama-batched-bench`'s Markdown table, read by column name: the number
+/// of parallel sequences (`B`), `S_PP t/s` and `S_TG t/s`.
+pub(crate) fn batched_bench_rows(output: &str) -> Vec<(usize, f64, f64)> {
     let mut header: Option<Vec<String>> = None;
+    let mut rows = Vec::new();
     for line in output.lines().map(str::trim).filter(|l| l.starts_with('|')) {
         let cells: Vec<String> = line
             .trim_matches('|')
@@ -570,15 +625,25 @@ fn parse_batched_bench(output: &str) -> Option<(f64, f64)> {
         match &header {
             None if cells.iter().any(|c| c == "S_PP t/s") => header = Some(cells),
             Some(names) if cells.iter().all(|c| !c.starts_with('-')) => {
-                let at = |name: &str| names.iter().position(|n| n == name);
-                let pp = cells.get(at("S_PP t/s")?)?.parse().ok()?;
-                let tg = cells.get(at("S_TG t/s")?)?.parse().ok()?;
-                return Some((pp, tg));
+                let cell = |name: &str| {
+                    names
+                        .iter()
+                        .position(|n| n == name)
+                        .and_then(|at| cells.get(at))
+                };
+                let parsed = (|| {
+                    Some((
+                        cell("B")?.parse().ok()?,
+                        cell("S_PP t/s")?.parse().ok()?,
+                        cell("S_TG t/s")?.parse().ok()?,
+                    ))
+                })();
+                rows.extend(parsed);
             }
             _ => {}
         }
     }
-    None
+    rows
 }
 
 fn bench_embedder(args: &ModelsBenchArgs) -> Result<()> {
@@ -695,5 +760,12 @@ mod tests {
 |   642 |     56 |    1 |    698 |    2.547 |   252.07 |    1.212 |    46.20 |    3.759 |   185.68 |\n";
         assert_eq!(parse_batched_bench(output), Some((252.07, 46.20)));
         assert_eq!(parse_batched_bench("no table"), None);
+        let several = format!(
+            "{output}|   642 |     56 |    4 |   2792 |    9.000 |   285.30 |    3.000 |    74.20 |    1.0 |    1.0 |\n"
+        );
+        assert_eq!(
+            batched_bench_rows(&several),
+            vec![(1, 252.07, 46.20), (4, 285.30, 74.20)]
+        );
     }
 }

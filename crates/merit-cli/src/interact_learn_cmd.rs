@@ -6,7 +6,9 @@
 //! generator, so running a command again replays it: that is how an interrupted annotation
 //! or training continues (annotation files are also appended to and skip what they hold).
 
-use crate::ask_cmd::{load_chat_model_with_slots, load_embedder, reexec_with_bounded_openmp_spin};
+use crate::ask_cmd::{
+    load_chat_model_with, load_embedder, reexec_with_bounded_openmp_spin, ChatLoad,
+};
 use crate::run_cmd::{merit_home, RUN_CONTEXT_SIZE};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
@@ -147,11 +149,13 @@ pub fn chat(args: &ChatArgs, store: &Arc<ReplyStore>) -> Result<Arc<dyn ChatMode
         (Some(url), Some(name)) => Arc::new(OpenAiChat::new(OpenAiConfig::new(url, name))?),
         _ => {
             reexec_with_bounded_openmp_spin();
-            Arc::new(load_chat_model_with_slots(
+            Arc::new(load_chat_model_with(
                 &args.model,
                 args.model_path.as_deref(),
-                RUN_CONTEXT_SIZE,
-                args.cache_slots,
+                ChatLoad {
+                    cache_slots: args.cache_slots,
+                    ..ChatLoad::new(RUN_CONTEXT_SIZE)
+                },
             )?)
         }
     };

@@ -5,6 +5,7 @@ mod bench;
 mod bench_memory;
 mod bench_models;
 mod bench_repair;
+mod bench_streams;
 mod classify_cmd;
 mod eval;
 mod files;

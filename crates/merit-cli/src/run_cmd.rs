@@ -1,6 +1,6 @@
 //! `merit run` and `merit demo`: MERIT repair experiments over a benchmark.
 
-use crate::ask_cmd::{load_chat_model_with, load_embedder};
+use crate::ask_cmd::{load_chat_model_with, load_embedder, ChatLoad};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
 use merit_agent::extract::extract_sql;
@@ -129,7 +129,9 @@ pub struct RunArgs {
     /// Reply cache folder (default: `$MERIT_HOME/replies` or `~/.cache/merit/replies`).
     #[arg(long)]
     pub cache: Option<PathBuf>,
-    /// Streams run at once (default: 1 with the embedded model, 4 with a server).
+    /// Streams run at once (default: 4 with a server; with the embedded model 4, or fewer when
+    /// the run has fewer streams). The embedded model decodes the calls of concurrent streams
+    /// together (continuous batching); `--parallel 1` runs them one after another.
     #[arg(long)]
     pub parallel: Option<usize>,
     /// Most tokens per generation.
@@ -320,21 +322,43 @@ impl MethodFactory for Factory {
     }
 }
 
+/// Streams run at once when `--parallel` is not given with the embedded model: measured by
+/// `merit bench models --streams` on the 2-core reference machine (README, "Models").
+pub const EMBEDDED_STREAMS_AT_ONCE: usize = 4;
+
+/// How many streams of `args` run at once: `--parallel`, else 4 against a server and, with
+/// the embedded model, [`EMBEDDED_STREAMS_AT_ONCE`] (never more than there are streams).
+fn streams_at_once(args: &RunArgs) -> usize {
+    let streams = (args.methods.len() * args.seeds.len()).max(1);
+    args.parallel.unwrap_or(if args.llm_url.is_some() {
+        4
+    } else {
+        EMBEDDED_STREAMS_AT_ONCE.min(streams)
+    })
+}
+
+/// How the embedded models of a run are loaded: one batched conversation per stream run at
+/// once, and, with Reflexion, a second cache slot (its reflection and repair prompts differ
+/// from their first sentence, so each keeps its own prefix).
+fn embedded_load(args: &RunArgs) -> ChatLoad {
+    ChatLoad {
+        cache_slots: if args.methods.iter().any(|m| m == "reflexion") {
+            2
+        } else {
+            1
+        },
+        parallel: streams_at_once(args),
+        ..ChatLoad::new(args.context_size)
+    }
+}
+
 fn build_models(args: &RunArgs, store: Arc<ReplyStore>) -> Result<RunModels> {
     let chat: Arc<dyn ChatModel> = match (&args.llm_url, &args.llm_model) {
         (Some(url), Some(model)) => Arc::new(OpenAiChat::new(OpenAiConfig::new(url, model))?),
-        // Reflexion alternates reflection and repair prompts, which differ from their first
-        // sentence: a cache slot for each keeps both prefixes (question and schema).
         _ => Arc::new(load_chat_model_with(
             &args.model,
             args.model_path.as_deref(),
-            args.context_size,
-            None,
-            if args.methods.iter().any(|m| m == "reflexion") {
-                2
-            } else {
-                1
-            },
+            embedded_load(args),
         )?),
     };
     let embedder: Arc<dyn Embedder> = match (&args.embed_url, &args.embed_model) {
@@ -349,13 +373,7 @@ fn build_models(args: &RunArgs, store: Arc<ReplyStore>) -> Result<RunModels> {
         (None, Some(model)) => Some(Arc::new(load_chat_model_with(
             model,
             args.repair_model_path.as_deref(),
-            args.context_size,
-            None,
-            if args.methods.iter().any(|m| m == "reflexion") {
-                2
-            } else {
-                1
-            },
+            embedded_load(args),
         )?)),
     };
     let chat: Arc<dyn ChatModel> = Arc::new(CachedChat::from_arc(chat, Arc::clone(&store)));
@@ -378,6 +396,7 @@ fn initial_predictions(
     questions: &[(Question, String)],
     chat: &dyn ChatModel,
     max_tokens: u32,
+    parallel: usize,
 ) -> Result<HashMap<String, InitialPrediction>> {
     let path = dir.join("initial.jsonl");
     let loaded = read_records::<InitialPrediction>(&path)?;
@@ -396,7 +415,7 @@ fn initial_predictions(
     }
     let bar = crate::files::progress_bar(missing.len(), "initial SQL");
     let mut appender = Appender::open(&path)?;
-    for (question, schema) in missing {
+    let predict = |(question, schema): &(Question, String)| -> Result<InitialPrediction> {
         let task = InitialTask {
             benchmark,
             dialect: Dialect::Sqlite,
@@ -413,17 +432,38 @@ fn initial_predictions(
             .with_context(|| format!("initial prediction for {}", question.id))?;
         // A reply without SQL still is the shared initial prediction: it fails, and repair
         // starts from the extraction error.
-        let sql = extract_sql(&reply.text).unwrap_or_default();
-        let record = InitialPrediction {
+        Ok(InitialPrediction {
             question_id: question.id.clone(),
-            sql,
+            sql: extract_sql(&reply.text).unwrap_or_default(),
             prompt_tokens: reply.prompt_tokens,
             completion_tokens: reply.completion_tokens,
-        };
-        appender.append(&record)?;
-        known.insert(question.id.clone(), record);
-        bar.inc(1);
-        crate::files::log_progress_when_not_a_terminal(&bar, 25);
+        })
+    };
+    // `parallel` questions at a time (a batched model decodes them together); each group is
+    // appended in question order once all of it is answered, so the file does not depend on
+    // which call finished first, and a kill loses at most the group in flight.
+    for group in missing.chunks(parallel.max(1)) {
+        let answers: Vec<Result<InitialPrediction>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = group
+                .iter()
+                .map(|&question| scope.spawn(move || predict(question)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|handle| {
+                    handle
+                        .join()
+                        .unwrap_or_else(|_| Err(anyhow!("an initial prediction thread failed")))
+                })
+                .collect()
+        });
+        for answer in answers {
+            let record = answer?;
+            appender.append(&record)?;
+            known.insert(record.question_id.clone(), record);
+            bar.inc(1);
+            crate::files::log_progress_when_not_a_terminal(&bar, 25);
+        }
     }
     bar.finish_and_clear();
     Ok(known)
@@ -547,7 +587,14 @@ pub fn run_with_models(args: RunArgs, models: Option<RunModels>) -> Result<PathB
     };
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     ensure_manifest(&dir, &manifest)?;
-    let initial = initial_predictions(&dir, benchmark, &chosen, chat.as_ref(), args.max_tokens)?;
+    let initial = initial_predictions(
+        &dir,
+        benchmark,
+        &chosen,
+        chat.as_ref(),
+        args.max_tokens,
+        streams_at_once(&args),
+    )?;
     let prepared: Vec<PreparedQuestion> = chosen
         .iter()
         .map(|(q, schema)| PreparedQuestion {
@@ -590,9 +637,7 @@ pub fn run_with_models(args: RunArgs, models: Option<RunModels>) -> Result<PathB
         seed: 0,
         aids: args.aids(),
     };
-    let parallel = args
-        .parallel
-        .unwrap_or(if args.llm_url.is_some() { 4 } else { 1 });
+    let parallel = streams_at_once(&args);
     let progress = indicatif::MultiProgress::new();
     let bars: BTreeMap<String, indicatif::ProgressBar> = streams
         .iter()

@@ -31,7 +31,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
 /// Version of the key layout; bump it to invalidate every cached reply at once.
@@ -210,6 +210,39 @@ pub struct ReplyStore {
     index: RwLock<HashMap<String, Stored>>,
     reader: Mutex<ReadState>,
     writer: Mutex<Option<Segment>>,
+    /// Keys whose reply a thread of this process is computing now ([`ReplyStore::claim`]).
+    in_flight: Mutex<HashMap<String, Arc<Flight>>>,
+}
+
+/// One computation in flight: waiters sleep until `done`.
+#[derive(Default)]
+struct Flight {
+    done: Mutex<bool>,
+    signal: Condvar,
+}
+
+/// The answer of [`ReplyStore::claim`].
+pub enum Claim<'a> {
+    /// This caller computes the key's reply; the claim ends when the guard is dropped (after
+    /// the reply is stored, or on failure).
+    Mine(ClaimGuard<'a>),
+    /// Another thread was computing it and has finished (stored or failed): look again.
+    Waited,
+}
+
+/// Holds a key's claim; dropping it wakes the callers waiting for that key.
+pub struct ClaimGuard<'a> {
+    store: &'a ReplyStore,
+    key: String,
+    flight: Arc<Flight>,
+}
+
+impl Drop for ClaimGuard<'_> {
+    fn drop(&mut self) {
+        lock(&self.store.in_flight).remove(&self.key);
+        *lock(&self.flight.done) = true;
+        self.flight.signal.notify_all();
+    }
 }
 
 impl std::fmt::Debug for ReplyStore {
@@ -241,6 +274,7 @@ impl ReplyStore {
             index: RwLock::new(HashMap::new()),
             reader: Mutex::new(ReadState::default()),
             writer: Mutex::new(None),
+            in_flight: Mutex::new(HashMap::new()),
         };
         store.refresh()?;
         Ok(store)
@@ -287,8 +321,9 @@ impl ReplyStore {
             .map(|segment| segment.path.clone());
         let mut reader = lock(&self.reader);
         let mut fresh = Vec::new();
-        for entry in fs::read_dir(&self.dir)? {
-            let entry = entry?;
+        let mut entries = fs::read_dir(&self.dir)?.collect::<io::Result<Vec<_>>>()?;
+        entries.sort_by_key(|entry| entry.file_name());
+        for entry in entries {
             let path = entry.path();
             let is_segment = path
                 .file_name()
@@ -336,8 +371,10 @@ impl ReplyStore {
         let count = fresh.len();
         if count > 0 {
             let mut index = self.index.write().unwrap_or_else(|p| p.into_inner());
+            // The first entry of a key wins (segments are read in name order), so every reader
+            // of the same files serves the same reply even when two processes both computed it.
             for line in fresh {
-                index.insert(line.key, line.value);
+                index.entry(line.key).or_insert(line.value);
             }
         }
         Ok(count)
@@ -360,6 +397,33 @@ impl ReplyStore {
             tracing::warn!(dir = %self.dir.display(), "cannot refresh the reply cache: {error}");
         }
         self.get(key)
+    }
+
+    /// Claims the computation of `key`'s reply for the calling thread, so that concurrent
+    /// callers of one request (two streams reaching the same prompt at once) compute it once
+    /// and all get the reply that is stored. When another thread holds the claim, this waits
+    /// until it is released and answers [`Claim::Waited`]: the reply is then in the store,
+    /// unless that computation failed or was not stored, and the caller tries again.
+    pub fn claim(&self, key: &str) -> Claim<'_> {
+        let mut flights = lock(&self.in_flight);
+        if let Some(flight) = flights.get(key).map(Arc::clone) {
+            drop(flights);
+            let mut done = lock(&flight.done);
+            while !*done {
+                done = flight
+                    .signal
+                    .wait(done)
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+            }
+            return Claim::Waited;
+        }
+        let flight = Arc::new(Flight::default());
+        flights.insert(key.to_string(), Arc::clone(&flight));
+        Claim::Mine(ClaimGuard {
+            store: self,
+            key: key.to_string(),
+            flight,
+        })
     }
 
     /// A cached chat reply by key (with `cached: true`).
@@ -440,7 +504,8 @@ impl ReplyStore {
         self.index
             .write()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(line.key, line.value);
+            .entry(line.key)
+            .or_insert(line.value);
         Ok(())
     }
 
@@ -732,10 +797,26 @@ impl<M: ChatModel + ?Sized> ChatModel for CachedChat<M> {
     fn chat(&self, request: &ChatRequest) -> Result<ChatReply, ModelError> {
         let model = self.inner.id();
         let key = chat_key(&model, request);
-        if let Some(reply) = self.store.get_chat(&key) {
-            self.accounting.record_chat(&self.label, &reply);
-            return Ok(reply);
-        }
+        // A reply already stored, or being computed by another thread (then its reply, once
+        // stored): one request is answered once, whatever the concurrency, so a replay from
+        // the cache gives every caller what it got live.
+        let _claim = loop {
+            if let Some(reply) = self.store.get_chat(&key) {
+                self.accounting.record_chat(&self.label, &reply);
+                return Ok(reply);
+            }
+            if self.mode == CacheMode::Replay {
+                break None;
+            }
+            match self.store.claim(&key) {
+                Claim::Waited => continue,
+                Claim::Mine(guard) => match self.store.get(&key) {
+                    // Stored between the lookup and the claim.
+                    Some(_) => continue,
+                    None => break Some(guard),
+                },
+            }
+        };
         if self.mode == CacheMode::Replay {
             self.accounting.record_failure(&self.label);
             return Err(ModelError::Unavailable(format!(

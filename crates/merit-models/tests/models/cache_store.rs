@@ -432,3 +432,123 @@ fn torn_and_damaged_lines_are_skipped() {
     chat.chat(&request("new")).unwrap();
     assert_eq!(open(dir.path()).len(), 2);
 }
+
+/// A model whose reply depends on the call, not only the request: batched decoding can
+/// round differently from call to call. Slow, so that concurrent callers overlap.
+struct Drifting {
+    calls: AtomicUsize,
+}
+
+impl ChatModel for Drifting {
+    fn id(&self) -> String {
+        "fake:drifting".to_string()
+    }
+
+    fn chat(&self, request: &ChatRequest) -> Result<ChatReply, ModelError> {
+        let call = self.calls.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(50));
+        if request.messages.last().unwrap().content == "fail" {
+            return Err(ModelError::Transport("down".to_string()));
+        }
+        Ok(ChatReply {
+            text: format!("reply of call {call}"),
+            prompt_tokens: 1,
+            completion_tokens: 1,
+            latency: Duration::from_millis(50),
+            cached: false,
+            tool_calls: Vec::new(),
+        })
+    }
+}
+
+/// Concurrent callers of one request (streams reaching the same prompt together) get one
+/// computation and one reply, the one stored: a replay from the cache then gives every
+/// caller what it got live. A failed computation is not shared: each waiter tries itself.
+#[test]
+fn concurrent_callers_of_one_request_share_one_computation() {
+    let dir = tempfile::tempdir().unwrap();
+    let chat = CachedChat::new(
+        Drifting {
+            calls: AtomicUsize::new(0),
+        },
+        open(dir.path()),
+    );
+    let replies: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..6)
+            .map(|_| scope.spawn(|| chat.chat(&request("same")).unwrap().text))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(chat.inner().calls.load(Ordering::SeqCst), 1);
+    assert!(
+        replies.iter().all(|r| r == "reply of call 0"),
+        "{replies:?}"
+    );
+    let replayed = CachedChat::new(
+        Drifting {
+            calls: AtomicUsize::new(0),
+        },
+        open(dir.path()),
+    )
+    .with_mode(CacheMode::Replay);
+    assert_eq!(
+        replayed.chat(&request("same")).unwrap().text,
+        "reply of call 0"
+    );
+    let failures = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..3)
+            .map(|_| scope.spawn(|| chat.chat(&request("fail")).is_err()))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .filter(|&failed| failed)
+            .count()
+    });
+    assert_eq!(failures, 3);
+    assert_eq!(chat.inner().calls.load(Ordering::SeqCst), 1 + 3);
+}
+
+/// Two processes that both computed one key, each in its own segment: every later reader
+/// serves the same reply, the one in the segment whose name sorts first.
+#[test]
+fn the_first_stored_reply_of_a_key_wins_for_every_reader() {
+    let shared = tempfile::tempdir().unwrap();
+    for offset in 0..2 {
+        // Each writer alone in its own folder, so neither sees the other's entry.
+        let alone = tempfile::tempdir().unwrap();
+        let chat = CachedChat::new(
+            Drifting {
+                calls: AtomicUsize::new(offset),
+            },
+            open(alone.path()),
+        );
+        chat.chat(&request("raced")).unwrap();
+        for entry in std::fs::read_dir(alone.path()).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), shared.path().join(entry.file_name())).unwrap();
+        }
+    }
+    let mut names: Vec<_> = std::fs::read_dir(shared.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names.len(), 2);
+    names.sort();
+    let first = std::fs::read_to_string(shared.path().join(&names[0])).unwrap();
+    let expected = if first.contains("reply of call 0") {
+        "reply of call 0"
+    } else {
+        "reply of call 1"
+    };
+    for _ in 0..3 {
+        let reader = CachedChat::new(
+            Drifting {
+                calls: AtomicUsize::new(7),
+            },
+            open(shared.path()),
+        );
+        assert_eq!(reader.chat(&request("raced")).unwrap().text, expected);
+        assert_eq!(reader.inner().calls.load(Ordering::SeqCst), 7);
+    }
+}
