@@ -460,17 +460,17 @@ fn run_two_roles(
 
 /// What one episode cost.
 #[derive(Default)]
-struct EpisodeRun {
-    total: Duration,
+pub(crate) struct EpisodeRun {
+    pub(crate) total: Duration,
     prompt_tokens: u64,
-    evaluated_tokens: u64,
-    completion_tokens: u64,
+    pub(crate) evaluated_tokens: u64,
+    pub(crate) completion_tokens: u64,
     prompt_time: Duration,
     generation_time: Duration,
     generation_steps: u64,
     drafted_tokens: u64,
     accepted_tokens: u64,
-    replies: Vec<String>,
+    pub(crate) replies: Vec<String>,
 }
 
 impl EpisodeRun {
@@ -522,7 +522,7 @@ const FEEDBACK: [&str; 6] = [
 /// Seven calls: the initial prompt, then six feedback rounds on the growing conversation.
 /// With `replay`, the recorded replies are used as the assistant turns (same prompts as the
 /// recorded run), otherwise the model's own replies are.
-fn run_episode(
+pub(crate) fn run_episode(
     chat: &LlamaChat,
     initial: &ChatRequest,
     decoding: &Decoding,

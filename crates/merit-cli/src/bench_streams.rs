@@ -295,6 +295,7 @@ pub fn run(bench: &StreamsBench<'_>) -> Result<()> {
     for (n, example) in &examples {
         println!("  at {n} streams: {example}");
     }
+    episodes_at_once(bench, &load)?;
     if let Some(tool) = bench.llama_bench {
         let prompt_len = (baseline_prompt.evaluated_tokens / most.max(1) as u64) as usize;
         let rows = llama_batched_bench_rows(
@@ -314,6 +315,72 @@ pub fn run(bench: &StreamsBench<'_>) -> Result<()> {
                 tg / one.max(1e-9)
             );
         }
+    }
+    Ok(())
+}
+
+/// The 7-step repair-like episode of `merit bench models` (each step re-sends the growing
+/// conversation; prefix reuse evaluates only its new part), for N different questions: one
+/// after another through the one-at-a-time engine, then N at once through the batched one,
+/// replaying the first run's replies so that both send the same prompts.
+fn episodes_at_once(
+    bench: &StreamsBench<'_>,
+    load: &dyn Fn(usize) -> Result<LlamaChat>,
+) -> Result<()> {
+    let most = bench.streams.iter().copied().max().unwrap_or(1);
+    let decoding = Decoding {
+        max_tokens: bench.tokens,
+        ..Decoding::default()
+    };
+    let single = load(1)?;
+    let mut alone = Vec::new();
+    for request in &bench.requests[..most] {
+        single.clear_cache()?;
+        alone.push(crate::bench_models::run_episode(
+            &single, request, &decoding, None,
+        )?);
+    }
+    drop(single);
+    for &n in bench.streams.iter().filter(|&&n| n > 1) {
+        let chat = load(n)?;
+        let started = Instant::now();
+        let runs: Vec<Result<crate::bench_models::EpisodeRun>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..n)
+                .map(|i| {
+                    let (chat, decoding, replay) = (&chat, &decoding, &alone[i].replies);
+                    let request = &bench.requests[i];
+                    scope.spawn(move || {
+                        crate::bench_models::run_episode(chat, request, decoding, Some(replay))
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|handle| {
+                    handle
+                        .join()
+                        .unwrap_or_else(|_| Err(anyhow!("an episode thread failed")))
+                })
+                .collect()
+        });
+        let wall = started.elapsed().as_secs_f64();
+        let runs = runs.into_iter().collect::<Result<Vec<_>>>()?;
+        let one_by_one: f64 = alone[..n].iter().map(|run| run.total.as_secs_f64()).sum();
+        let evaluated = |runs: &[crate::bench_models::EpisodeRun]| -> u64 {
+            runs.iter().map(|run| run.evaluated_tokens).sum()
+        };
+        println!(
+            "{n} episodes of 7 steps: one after another {one_by_one:.1} s, at once {wall:.1} s \
+             ({:.2}x); prompt tokens evaluated {} and {}, generated {} and {}",
+            one_by_one / wall.max(1e-9),
+            evaluated(&alone[..n]),
+            evaluated(&runs),
+            alone[..n]
+                .iter()
+                .map(|run| run.completion_tokens)
+                .sum::<u64>(),
+            runs.iter().map(|run| run.completion_tokens).sum::<u64>(),
+        );
     }
     Ok(())
 }

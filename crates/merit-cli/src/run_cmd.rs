@@ -129,9 +129,10 @@ pub struct RunArgs {
     /// Reply cache folder (default: `$MERIT_HOME/replies` or `~/.cache/merit/replies`).
     #[arg(long)]
     pub cache: Option<PathBuf>,
-    /// Streams run at once (default: 4 with a server; with the embedded model 4, or fewer when
-    /// the run has fewer streams). The embedded model decodes the calls of concurrent streams
-    /// together (continuous batching); `--parallel 1` runs them one after another.
+    /// Streams run at once (default: 4 with a server, 1 with the embedded model). With the
+    /// embedded model, N > 1 decodes the calls of concurrent streams together in one model
+    /// (continuous batching); replies can then depend on which calls shared a batch, and the
+    /// reply cache keeps reruns identical.
     #[arg(long)]
     pub parallel: Option<usize>,
     /// Most tokens per generation.
@@ -322,9 +323,13 @@ impl MethodFactory for Factory {
     }
 }
 
-/// Streams run at once when `--parallel` is not given with the embedded model: measured by
-/// `merit bench models --streams` on the 2-core reference machine (README, "Models").
-pub const EMBEDDED_STREAMS_AT_ONCE: usize = 4;
+/// Streams run at once when `--parallel` is not given with the embedded model: one. Batching
+/// concurrent streams through the embedded model works (`--parallel N`), but on the 2-core
+/// reference machine it gained little on real runs (repair prompts are mostly prompt
+/// evaluation, which is compute-bound and does not batch; README, "Several streams at once"),
+/// and one at a time keeps live runs independent of thread timing. Machines with more cores
+/// gain more: measure with `merit bench models --streams`.
+pub const EMBEDDED_STREAMS_AT_ONCE: usize = 1;
 
 /// How many streams of `args` run at once: `--parallel`, else 4 against a server and, with
 /// the embedded model, [`EMBEDDED_STREAMS_AT_ONCE`] (never more than there are streams).

@@ -234,7 +234,11 @@ fn an_interrupted_run_resumes_to_the_same_bytes() {
     for episode in &episodes {
         let initial = &episode.attempts[0];
         assert_eq!(
-            (initial.prompt_tokens, initial.completion_tokens, initial.calls),
+            (
+                initial.prompt_tokens,
+                initial.completion_tokens,
+                initial.calls
+            ),
             (100, 10, 1),
             "{}",
             episode.question_id

@@ -1286,6 +1286,16 @@ impl<'m> Engine<'m> {
             accepted_tokens: accepted,
             generation_steps: steps,
         };
+        tracing::debug!(
+            sequence = stats.slot,
+            prompt = stats.prompt_tokens,
+            reused = stats.reused_tokens,
+            generated = stats.completion_tokens,
+            prompt_ms = stats.prompt_time.as_millis() as u64,
+            generation_ms = stats.generation_time.as_millis() as u64,
+            steps = stats.generation_steps,
+            "call done"
+        );
         let reply = ChatReply {
             text,
             prompt_tokens,

@@ -504,6 +504,16 @@ impl<'m> BatchedEngine<'m> {
             cached: false,
             tool_calls: Vec::new(),
         };
+        tracing::debug!(
+            sequence = stats.slot,
+            prompt = stats.prompt_tokens,
+            reused = stats.reused_tokens,
+            generated = stats.completion_tokens,
+            prompt_ms = stats.prompt_time.as_millis() as u64,
+            generation_ms = stats.generation_time.as_millis() as u64,
+            steps = stats.generation_steps,
+            "batched call done"
+        );
         let _ = conversation.reply_to.send(Ok((reply, stats)));
         let sequence = &mut self.sequences[conversation.sequence];
         sequence.busy = false;
