@@ -17,7 +17,7 @@ pub enum BenchCommand {
     /// MERIT memory retrieval latency (p50/p99) and bytes per entry at several sizes.
     Memory(crate::bench_memory::MemoryBenchArgs),
     /// The embedded chat model and embedder: tokens/s, prefix reuse, sentences/s.
-    Models(crate::bench_models::ModelsBenchArgs),
+    Models(Box<crate::bench_models::ModelsBenchArgs>),
     /// Harness overhead per repair step: a finished run replayed from the reply cache.
     Repair(Box<crate::bench_repair::RepairBenchArgs>),
 }
@@ -43,7 +43,7 @@ pub fn run(command: BenchCommand) -> Result<()> {
     match command {
         BenchCommand::Eval(args) => bench_eval(args),
         BenchCommand::Memory(args) => crate::bench_memory::run(args),
-        BenchCommand::Models(args) => crate::bench_models::run(args),
+        BenchCommand::Models(args) => crate::bench_models::run(*args),
         BenchCommand::Repair(args) => crate::bench_repair::run(*args),
     }
 }
