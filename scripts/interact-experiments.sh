@@ -155,8 +155,8 @@ for arm in $EXTRA_ARMS; do
     cosine-inject[2-5]) args=(--memory cosine --inject "${arm#cosine-inject}" "${from[@]}") ;;
     all)
       run "$MERIT" interact run "${train_set[@]}" "${train_only[@]}" --out "$RUNS/train-cosine-all" \
-        --memory cosine --all-outcomes > /dev/null
-      args=(--memory cosine --memory-from "$RUNS/train-cosine-all/memory" --frozen-memory --all-outcomes) ;;
+        --memory cosine --retention all > /dev/null
+      args=(--memory cosine --memory-from "$RUNS/train-cosine-all/memory" --frozen-memory --retention all) ;;
     *) echo "unknown arm $arm" >&2; exit 2 ;;
   esac
   run "$MERIT" interact run "${eval_set[@]}" "${eval_only[@]}" --out "$RUNS/eval-$arm" "${args[@]}" > /dev/null

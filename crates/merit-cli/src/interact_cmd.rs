@@ -166,6 +166,29 @@ enum SelectorKind {
     Memento,
 }
 
+/// Which finished episodes and steps the memory keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "snake_case")]
+enum RetentionArg {
+    /// The paper's: successful episodes and their helpful steps; failed episodes leave nothing.
+    SuccessfulEpisodes,
+    /// Successful episodes, and the helpful steps of every episode, failed ones included
+    /// (merit's rule before issue 18).
+    PositiveSteps,
+    /// Every episode and step, each with its polarity (the paper's Table 7 comparison).
+    All,
+}
+
+impl From<RetentionArg> for Retention {
+    fn from(arg: RetentionArg) -> Retention {
+        match arg {
+            RetentionArg::SuccessfulEpisodes => Retention::SuccessfulEpisodes,
+            RetentionArg::PositiveSteps => Retention::PositiveSteps,
+            RetentionArg::All => Retention::All,
+        }
+    }
+}
+
 /// Long-term memory options of `merit interact run`.
 #[derive(Debug, Args, Serialize)]
 struct MemoryArgs {
@@ -184,9 +207,15 @@ struct MemoryArgs {
     /// Candidates kept by the embedding stage (the paper's 10).
     #[arg(long, default_value_t = 10, requires = "memory")]
     candidates: usize,
-    /// Keep every episode and step with its polarity, not only the positive ones.
-    #[arg(long, requires = "memory")]
-    all_outcomes: bool,
+    /// Which memories are written: `successful-episodes` (the paper's), `positive-steps`
+    /// (also the helpful steps of failed episodes) or `all` (everything, with its polarity).
+    #[arg(
+        long,
+        value_enum,
+        default_value = "successful-episodes",
+        requires = "memory"
+    )]
+    retention: RetentionArg,
     /// Start from the memory folder of an earlier run (e.g. the training run's `memory/`).
     #[arg(long, requires = "memory")]
     memory_from: Option<PathBuf>,
@@ -519,11 +548,7 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
                 dir: args.out.join("memory"),
                 base: memory_args.memory_from.clone(),
                 config: MemoryConfig {
-                    retention: if memory_args.all_outcomes {
-                        Retention::All
-                    } else {
-                        Retention::PositiveOnly
-                    },
+                    retention: memory_args.retention.into(),
                     ..MemoryConfig::default()
                 },
                 advisor: AdvisorConfig {

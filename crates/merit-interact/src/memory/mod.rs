@@ -83,13 +83,32 @@ pub fn memory_version(name: &str) -> String {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Retention {
-    /// Only positive memories: episodes that earned a reward, steps whose action did what
-    /// it was for (the paper's default).
+    /// Experience of successful trajectories only, as the paper keeps it: an episode that
+    /// earned a reward becomes an episode memory, and its steps whose action did what it was
+    /// for become turn memories; a failed episode leaves nothing. The default.
     #[default]
-    PositiveOnly,
+    SuccessfulEpisodes,
+    /// Positive memories from every episode: episodes that earned a reward, and the steps
+    /// whose action did what it was for in any episode, failed ones included (merit's rule
+    /// before issue 18; the name `positive_only` in older run settings means this).
+    #[serde(alias = "positive_only")]
+    PositiveSteps,
     /// Every episode and every step, each labelled with its polarity (the paper's Table 7
     /// comparison).
     All,
+}
+
+impl Retention {
+    /// Whether a memory of `polarity` from an episode of `episode` polarity is kept.
+    pub fn keeps(self, episode: Polarity, polarity: Polarity) -> bool {
+        match self {
+            Retention::SuccessfulEpisodes => {
+                episode == Polarity::Positive && polarity == Polarity::Positive
+            }
+            Retention::PositiveSteps => polarity == Polarity::Positive,
+            Retention::All => true,
+        }
+    }
 }
 
 /// Settings of memory writing.
@@ -106,7 +125,7 @@ pub struct MemoryConfig {
 impl Default for MemoryConfig {
     fn default() -> MemoryConfig {
         MemoryConfig {
-            retention: Retention::PositiveOnly,
+            retention: Retention::SuccessfulEpisodes,
             episode_observation_chars: 400,
             turn_observation_chars: 300,
         }
@@ -278,16 +297,14 @@ impl InteractMemory {
                 return Err(MemoryError::OutOfOrder { position, last });
             }
         }
-        let keep = |polarity: Polarity| {
-            self.config.retention == Retention::All || polarity == Polarity::Positive
-        };
+        let retention = self.config.retention;
         let episode = EpisodeMemory::from_trajectory(position, trajectory, insight, &self.config);
         let turns: Vec<TurnMemory> =
             TurnMemory::from_trajectory(position, trajectory, &self.config)
                 .into_iter()
-                .filter(|t| keep(t.polarity))
+                .filter(|t| retention.keeps(episode.polarity, t.polarity))
                 .collect();
-        let keep_episode = keep(episode.polarity);
+        let keep_episode = retention.keeps(episode.polarity, episode.polarity);
         // Turns first: the episode line is the last thing a commit writes.
         let turn_ids = self.turns.append(turns, embedder)?;
         let episode_id = if keep_episode {

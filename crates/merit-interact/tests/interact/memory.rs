@@ -434,11 +434,19 @@ fn each_selector_makes_its_choice_on_a_hand_example() {
     assert!(request_text(&model.seen()[0]).contains("request: How many singer per country?"));
 }
 
+/// The paper keeps the experience of successful trajectories only: the solved episode and its
+/// helpful steps, nothing of the failed one. `PositiveSteps` (merit's earlier rule) also keeps
+/// the helpful steps of the failed episode; `All` keeps everything with its polarity.
 #[test]
-fn positive_only_keeps_solved_episodes_and_helpful_steps() {
-    let mut positive = memory(Retention::PositiveOnly);
+fn retention_keeps_successful_episodes_by_default_and_other_rules_on_request() {
+    assert_eq!(
+        MemoryConfig::default().retention,
+        Retention::SuccessfulEpisodes
+    );
+    let mut successful = memory(Retention::SuccessfulEpisodes);
+    let mut positive = memory(Retention::PositiveSteps);
     let mut everything = memory(Retention::All);
-    for memory in [&mut positive, &mut everything] {
+    for memory in [&mut successful, &mut positive, &mut everything] {
         memory
             .commit(
                 StreamPos(0),
@@ -464,6 +472,10 @@ fn positive_only_keeps_solved_episodes_and_helpful_steps() {
             .collect()
     };
     assert_eq!(
+        ids(&successful),
+        vec![("won".to_string(), Polarity::Positive)]
+    );
+    assert_eq!(
         ids(&positive),
         vec![("won".to_string(), Polarity::Positive)]
     );
@@ -474,6 +486,21 @@ fn positive_only_keeps_solved_episodes_and_helpful_steps() {
             ("lost".to_string(), Polarity::Negative)
         ]
     );
+    let turns = |m: &InteractMemory| -> Vec<(String, Polarity)> {
+        m.turn_bank()
+            .entries()
+            .iter()
+            .map(|t: &TurnMemory| (t.instance_id.clone(), t.polarity))
+            .collect()
+    };
+    // Successful episodes only: the won episode's helpful steps, none from the lost one.
+    let won_helpful: Vec<(String, Polarity)> = turns(&everything)
+        .into_iter()
+        .filter(|(id, polarity)| id == "won" && *polarity == Polarity::Positive)
+        .collect();
+    assert!(!won_helpful.is_empty());
+    assert_eq!(turns(&successful), won_helpful);
+    assert!(turns(&positive).iter().any(|(id, _)| id == "lost"));
     // The failed submission is the only negative step; positive-only drops it.
     assert_eq!(positive.turn_bank().len(), 5);
     assert_eq!(everything.turn_bank().len(), 6);
