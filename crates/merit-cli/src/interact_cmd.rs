@@ -223,11 +223,12 @@ struct MemoryArgs {
     #[arg(long, requires = "memory")]
     frozen_memory: bool,
     /// With `--memory learned`: the episode-level checkpoint (`episode.safetensors` from
-    /// `merit interact train-selector`); without it the episode level uses cosine.
+    /// `merit interact train-selector`), or `cosine` for cosine selection at that level;
+    /// required unless `--no-episode-memory`.
     #[arg(long)]
     episode_selector: Option<PathBuf>,
-    /// With `--memory learned`: the turn-level checkpoint; without it the turn level uses
-    /// cosine.
+    /// With `--memory learned`: the turn-level checkpoint, or `cosine` for cosine selection
+    /// at that level; required unless `--no-turn-memory`.
     #[arg(long)]
     turn_selector: Option<PathBuf>,
     /// Embedded embedder name.
@@ -519,18 +520,35 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
                         None => bail!("an online selector was not built"),
                     },
                     SelectorKind::Learned => {
-                        let path = match level {
-                            Level::Episode => &memory_args.episode_selector,
-                            Level::Turn => &memory_args.turn_selector,
+                        let (path, option, disabled) = match level {
+                            Level::Episode => (
+                                &memory_args.episode_selector,
+                                "--episode-selector",
+                                memory_args.no_episode_memory,
+                            ),
+                            Level::Turn => (
+                                &memory_args.turn_selector,
+                                "--turn-selector",
+                                memory_args.no_turn_memory,
+                            ),
                         };
                         match path {
+                            // An unused level needs no selector.
+                            None if disabled => Arc::new(CosineSelector::default()),
+                            None => bail!(
+                                "--memory learned needs {option} CHECKPOINT (from `merit \
+                                 interact train-selector`), or `{option} cosine` to select by \
+                                 cosine at that level"
+                            ),
+                            Some(path) if path.as_os_str() == "cosine" => {
+                                Arc::new(CosineSelector::default())
+                            }
                             Some(path) => Arc::new(
                                 LearnedSelector::load(path, level, embedder.dimension())
                                     .with_context(|| {
                                         format!("cannot load the selector {}", path.display())
                                     })?,
                             ),
-                            None => Arc::new(CosineSelector::default()),
                         }
                     }
                 })

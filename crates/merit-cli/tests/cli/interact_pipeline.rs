@@ -604,6 +604,24 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
         "{stderr}"
     );
 
+    // `--memory learned` without a checkpoint for a level it uses is an error naming the
+    // option (it used to fall back to cosine silently); `cosine` says so explicitly.
+    let unselected = Command::new(env!("CARGO_BIN_EXE_merit"))
+        .args(["interact", "run", "--tasks", tasks_arg, "--db-root", root])
+        .args(["--out", &path("unselected"), "--memory", "learned"])
+        .args(["--turn-selector", &format!("{selectors}/turn.safetensors")])
+        .args(["--llm-url", &server, "--llm-model", "stand-in"])
+        .args(["--embed-url", &server, "--embed-model", "words", "--cache"])
+        .arg(&cache)
+        .output()
+        .unwrap();
+    assert!(!unselected.status.success());
+    let stderr = String::from_utf8_lossy(&unselected.stderr);
+    assert!(
+        stderr.contains("--episode-selector") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+
     // 5. An evaluation run with the learned checkpoints on the frozen training memory.
     let eval = path("eval");
     merit(

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The final repair experiment of issue 16 on Spider *dev* (the only place dev is touched):
+# the chosen repair configuration (aids picked on the train calibration slice, see
+# docs/results/repair/calibration/README.md) for Iterative, Dynamic-RAG and MERIT, and the
+# paper's setting (no aids) for Iterative and MERIT, on the same questions, seeds 0-2, K=7.
+#
+#   setsid nohup scripts/repair-dev-run.sh > runs/repair-dev.log 2>&1 &
+#
+# Resumable: run it again after a kill and each run continues where its episode logs stop
+# (finished runs only rewrite their reports). Every model reply goes through the reply cache,
+# so the two runs share the initial predictions and Iterative's later seeds cost nothing.
+# Results: docs/results/repair/dev/<run>/ (report, figures, gzip-compressed episode logs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+MERIT=${MERIT:-target/release/merit}
+SPIDER=${SPIDER:-../shared/data/spider}
+LIMIT=${LIMIT:-300}
+K=${K:-7}
+SEEDS=${SEEDS:-0,1,2}
+RUNS=${RUNS:-runs/repair-dev}
+RESULTS=${RESULTS:-docs/results/repair/dev}
+# The chosen configuration's options (set from the calibration; see its README).
+CHOSEN=${CHOSEN:?set CHOSEN to the chosen repair options, e.g. "--repeat-guard --layout fresh"}
+# Which runs, in order: name:methods:options ("chosen" takes $CHOSEN, "paper" none).
+PLAN=${PLAN:-chosen:iterative,dynamic-rag,merit paper:iterative,merit}
+
+mkdir -p "$RUNS" "$RESULTS"
+for entry in $PLAN; do
+  name=${entry%%:*}
+  methods=${entry#*:}
+  case $name in
+    chosen) read -r -a extra <<< "$CHOSEN" ;;
+    paper) extra=() ;;
+    *) echo "unknown run $name" >&2; exit 2 ;;
+  esac
+  dir="$RUNS/$name"
+  common=(--dataset spider --split dev --data "$SPIDER" --db-dir "$SPIDER/database"
+    --methods "$methods" --seeds "$SEEDS" --k "$K" --limit "$LIMIT" "${extra[@]}")
+  echo "== $(date -u +%H:%M:%S) $name: merit run ${common[*]}"
+  started=$SECONDS
+  if [ -f "$dir/manifest.json" ]; then
+    "$MERIT" run "${common[@]}" --resume "$dir" > /dev/null
+  else
+    "$MERIT" run "${common[@]}" --out "$dir" > /dev/null
+  fi
+  echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) $((SECONDS - started)) s" >> "$dir/wall.txt"
+  mkdir -p "$RESULTS/$name/episodes"
+  cp "$dir/wall.txt" "$dir/manifest.json" "$RESULTS/$name/"
+  gzip -9n < "$dir/initial.jsonl" > "$RESULTS/$name/initial.jsonl.gz"
+  for log in "$dir"/episodes/*.jsonl; do
+    gzip -9n < "$log" > "$RESULTS/$name/episodes/$(basename "$log").gz"
+  done
+  "$MERIT" report "$RESULTS/$name" --out "$RESULTS/$name" > /dev/null
+done
+echo "== $(date -u +%H:%M:%S) done"
