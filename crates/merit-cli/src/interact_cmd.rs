@@ -127,6 +127,13 @@ pub struct InteractRunArgs {
     /// The model of the agent and of the user simulator.
     #[command(flatten)]
     chat: ChatArgs,
+    /// A separate model for the user simulator: an embedded model name, or with `--llm-url`
+    /// a model name on the same server (default: the agent's model).
+    #[arg(long)]
+    simulator_model: Option<String>,
+    /// Path of the simulator's GGUF file (with `--simulator-model`, embedded; skips pulling).
+    #[arg(long, requires = "simulator_model")]
+    simulator_model_path: Option<PathBuf>,
     /// Reply cache folder (default: `$MERIT_HOME/replies`).
     #[arg(long)]
     cache: Option<PathBuf>,
@@ -466,13 +473,20 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
         },
     );
     let log = args.out.join(LOG_FILE);
-    check_run_settings(&args, &model.id())?;
+    let simulator_model = match &args.simulator_model {
+        None => Arc::clone(&model),
+        Some(name) => crate::interact_learn_cmd::chat(
+            &args.chat.for_model(name, args.simulator_model_path.clone()),
+            &store,
+        )?,
+    };
+    check_run_settings(&args, &model.id(), &simulator_model.id())?;
     let spec = RunSpec {
         set: &set,
         instance_ids: &ids,
         log: &log,
         env: EnvConfig::default(),
-        simulator_model: Some(model.id()),
+        simulator_model: Some(simulator_model.id()),
     };
     let bar = crate::files::progress_bar(ids.len(), "interact");
     let mut passed = 0usize;
@@ -498,7 +512,10 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
         crate::files::log_progress_when_not_a_terminal(&bar, 5);
     };
     let make_simulator = |_: &merit_interact::Task| {
-        ModelSimulator::new(Arc::clone(&model), ModelSimulatorConfig::default())
+        ModelSimulator::new(
+            Arc::clone(&simulator_model),
+            ModelSimulatorConfig::default(),
+        )
     };
     let summary = match args.memory.memory {
         None => run_tasks(&spec, &agent, sqlite_backend, make_simulator, on_episode),
@@ -617,7 +634,7 @@ const SETTINGS_FILE: &str = "settings.json";
 /// What must not change between the invocations of one run directory: the task file, the
 /// model, and the memory options. Written on the first invocation; a later one with other
 /// settings is refused, since its episodes would not belong to the same experiment.
-fn check_run_settings(args: &InteractRunArgs, model_id: &str) -> Result<()> {
+fn check_run_settings(args: &InteractRunArgs, model_id: &str, simulator_id: &str) -> Result<()> {
     let mut settings = serde_json::json!({
         "tasks": args.tasks,
         "ground_truth": args.ground_truth,
@@ -636,6 +653,10 @@ fn check_run_settings(args: &InteractRunArgs, model_id: &str) -> Result<()> {
         if on {
             settings[name] = serde_json::Value::Bool(true);
         }
+    }
+    // Recorded only when it differs from the agent's, for the same reason.
+    if simulator_id != model_id {
+        settings["simulator_model"] = serde_json::Value::String(simulator_id.to_string());
     }
     let path = args.out.join(SETTINGS_FILE);
     match std::fs::read_to_string(&path) {

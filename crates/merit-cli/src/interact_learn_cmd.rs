@@ -121,6 +121,18 @@ pub struct EmbedArgs {
 }
 
 impl ChatArgs {
+    /// The same backend with another model: an embedded model `name` (at `path` when given,
+    /// with one cache slot), or model `name` on the same server.
+    pub fn for_model(&self, name: &str, path: Option<PathBuf>) -> ChatArgs {
+        ChatArgs {
+            llm_url: self.llm_url.clone(),
+            llm_model: self.llm_url.as_ref().map(|_| name.to_string()),
+            model: name.to_string(),
+            model_path: path,
+            cache_slots: 1,
+        }
+    }
+
     /// Whether the model is a server (no embedded model to load).
     pub fn is_server(&self) -> bool {
         self.llm_url.is_some()

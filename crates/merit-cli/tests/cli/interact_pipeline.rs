@@ -275,6 +275,35 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
         6
     );
 
+    // A separate simulator model: recorded in every episode and in the run's settings, so a
+    // continuation with another simulator is refused.
+    let separate = path("separate-simulator");
+    merit(
+        &[
+            "interact",
+            "run",
+            "--tasks",
+            tasks_arg,
+            "--db-root",
+            root,
+            "--out",
+            &separate,
+            "--limit",
+            "1",
+            "--simulator-model",
+            "stand-in-user",
+        ],
+        &server,
+        &cache,
+        true,
+    );
+    let separate_log = lines(&dir.path().join("separate-simulator/episodes.jsonl"));
+    assert_eq!(separate_log[0]["simulator_model"], "openai:stand-in-user");
+    assert_eq!(separate_log[0]["agent_model"], "openai:stand-in");
+    let settings =
+        std::fs::read_to_string(dir.path().join("separate-simulator/settings.json")).unwrap();
+    assert!(settings.contains("stand-in-user"), "{settings}");
+
     // 2. Teacher annotations of (state, candidate) pairs, resumable.
     let annotations = path("prm/annotations.jsonl");
     merit(
