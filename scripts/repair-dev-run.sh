@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The final repair experiment of issue 16 on Spider *dev* (the only place dev is touched):
-# the chosen repair configuration (aids picked on the train calibration slice, see
-# docs/results/repair/calibration/README.md) for Iterative, Dynamic-RAG and MERIT, and the
-# paper's setting (no aids) for Iterative and MERIT, on the same questions, seeds 0-2, K=7.
+# the chosen repair configuration (repair model and aids picked on the train calibration
+# slice, see docs/results/repair/calibration/README.md) for Iterative, Dynamic-RAG and MERIT,
+# and the paper's setting (the same models, no aid) for Iterative and MERIT, on the same
+# questions, seeds 0-2, K=7.
 #
 #   setsid nohup scripts/repair-dev-run.sh > runs/repair-dev.log 2>&1 &
 #
@@ -20,9 +21,13 @@ K=${K:-7}
 SEEDS=${SEEDS:-0,1,2}
 RUNS=${RUNS:-runs/repair-dev}
 RESULTS=${RESULTS:-docs/results/repair/dev}
-# The chosen configuration's options (set from the calibration; see its README).
-CHOSEN=${CHOSEN:?set CHOSEN to the chosen repair options, e.g. "--repeat-guard --layout fresh"}
-# Which runs, in order: name:methods:options ("chosen" takes $CHOSEN, "paper" none).
+# The models of both runs (the default 0.5B writes the shared initial predictions; the repair
+# model, chosen on the calibration slice, writes every repair in both runs).
+MODELS=${MODELS:---repair-model qwen2.5-coder-1.5b-instruct}
+# The chosen configuration's repair aids (from the calibration; see its README).
+CHOSEN=${CHOSEN:---layout fresh --repeat-guard --hints schema,values --grammar}
+# Which runs, in order, as name:methods ("chosen" adds $CHOSEN to $MODELS, "paper" is $MODELS
+# alone: the same models in the paper's prompt layout without any aid).
 PLAN=${PLAN:-chosen:iterative,dynamic-rag,merit paper:iterative,merit}
 
 mkdir -p "$RUNS" "$RESULTS"
@@ -30,8 +35,8 @@ for entry in $PLAN; do
   name=${entry%%:*}
   methods=${entry#*:}
   case $name in
-    chosen) read -r -a extra <<< "$CHOSEN" ;;
-    paper) extra=() ;;
+    chosen) read -r -a extra <<< "$MODELS $CHOSEN" ;;
+    paper) read -r -a extra <<< "$MODELS" ;;
     *) echo "unknown run $name" >&2; exit 2 ;;
   esac
   dir="$RUNS/$name"

@@ -31,6 +31,10 @@ pub enum InteractCommand {
     Report(InteractReportArgs),
     /// Generate tasks SQL first from Spider gold SQL (resumable; appends to OUT/tasks.jsonl).
     Gen(InteractGenArgs),
+    /// Prepare a user's own SQLite database for interact tasks: writes its metafiles (schema
+    /// with sample rows, empty column meanings and knowledge base) and copies the file, into
+    /// OUT/NAME/, so that `--db-root OUT` serves it.
+    InitDb(InteractInitDbArgs),
     /// Diversity and quality figures of a generated task set (the paper's augmentation table).
     Stats(InteractStatsArgs),
     /// The process reward model: teacher annotations, the student and its agreement table.
@@ -252,6 +256,20 @@ struct MemoryArgs {
     embed_model: Option<String>,
 }
 
+/// Arguments of `merit interact init-db`.
+#[derive(Debug, Args)]
+pub struct InteractInitDbArgs {
+    /// The SQLite database file.
+    #[arg(long)]
+    sqlite: PathBuf,
+    /// The database's name in task files (`selected_database`); default: the file's stem.
+    #[arg(long)]
+    name: Option<String>,
+    /// Database root to write into (`OUT/NAME/NAME_schema.txt`, ..., `OUT/NAME/NAME.sqlite`).
+    #[arg(long)]
+    out: PathBuf,
+}
+
 /// Arguments of `merit interact report`.
 #[derive(Debug, Args)]
 pub struct InteractReportArgs {
@@ -279,12 +297,42 @@ pub fn run(command: InteractCommand) -> Result<()> {
         InteractCommand::Run(args) => run_agent(*args),
         InteractCommand::Report(args) => report(args),
         InteractCommand::Gen(args) => generate(args),
+        InteractCommand::InitDb(args) => init_db(args),
         InteractCommand::Stats(args) => stats(args),
         InteractCommand::Prm(command) => crate::interact_learn_cmd::prm(command),
         InteractCommand::TrainSelector(args) => crate::interact_learn_cmd::train_selector(*args),
         InteractCommand::ScoreSelector(args) => crate::interact_learn_cmd::score_selector(*args),
         InteractCommand::Counterfactual(args) => crate::interact_learn_cmd::counterfactual(*args),
     }
+}
+
+fn init_db(args: InteractInitDbArgs) -> Result<()> {
+    let name = match &args.name {
+        Some(name) => name.clone(),
+        None => args
+            .sqlite
+            .file_stem()
+            .and_then(|stem| stem.to_str())
+            .map(str::to_string)
+            .ok_or_else(|| {
+                anyhow!(
+                    "give --name: {} has no usable file name",
+                    args.sqlite.display()
+                )
+            })?,
+    };
+    if name.is_empty() || name.contains(['/', '\\']) || name.starts_with('.') {
+        bail!("--name {name:?} cannot be a folder name");
+    }
+    let schema = merit_interact::gen::schema_of_sqlite(&args.sqlite, &name)?;
+    let dir = merit_interact::gen::write_spider_metafiles(&args.out, &schema, &args.sqlite, true)?;
+    eprintln!(
+        "{name}: {} tables; metafiles and database written to {} (use --db-root {})",
+        schema.tables.len(),
+        dir.display(),
+        args.out.display()
+    );
+    Ok(())
 }
 
 fn generate(args: InteractGenArgs) -> Result<()> {

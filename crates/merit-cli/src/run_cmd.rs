@@ -735,7 +735,20 @@ pub struct DemoArgs {
     /// Path of the chat model's GGUF file (skips pulling).
     #[arg(long)]
     model_path: Option<PathBuf>,
+    /// Path of the repair model's GGUF file (skips pulling; not with `--paper-setting`).
+    #[arg(long, conflicts_with = "paper_setting")]
+    repair_model_path: Option<PathBuf>,
+    /// The papers' setting: the default model writes the repairs too, in the paper's layout,
+    /// with no repair aid (it repairs almost nothing with the 0.5B model; see
+    /// docs/results/repair/calibration).
+    #[arg(long)]
+    paper_setting: bool,
 }
+
+/// The repair model of `merit demo`, chosen on the Spider *train* calibration slice
+/// (docs/results/repair/calibration/README.md): the 0.5B model writes the initial predictions
+/// and this one the repairs.
+pub const DEMO_REPAIR_MODEL: &str = "qwen2.5-coder-1.5b-instruct";
 
 /// Where the demo's Spider-format data is: the shared benchmark copy next to the checkout,
 /// else the sample shipped in `demo/spider-sample`.
@@ -758,7 +771,9 @@ fn demo_data() -> Result<(PathBuf, PathBuf)> {
     bail!("no demo data: neither ../shared/data/spider nor demo/spider-sample exists here")
 }
 
-/// `merit demo`: Iterative vs MERIT on a fixed Spider slice with the embedded models.
+/// `merit demo`: Iterative vs MERIT on a fixed Spider slice with the embedded models, in the
+/// repair configuration chosen on the calibration slice (or the papers' with
+/// `--paper-setting`).
 pub fn demo(args: DemoArgs) -> Result<()> {
     let (data, db_dir) = demo_data()?;
     eprintln!("demo data: {}", data.display());
@@ -784,12 +799,21 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         cache: None,
         parallel: None,
         max_tokens: 256,
-        repeat_guard: false,
-        hints: Vec::new(),
-        layout: LayoutArg::Paper,
-        grammar: false,
-        repair_model: None,
-        repair_model_path: None,
+        // The configuration chosen on the calibration slice, unless the paper's is asked for.
+        repeat_guard: !args.paper_setting,
+        hints: if args.paper_setting {
+            Vec::new()
+        } else {
+            vec![HintArg::Schema, HintArg::Values]
+        },
+        layout: if args.paper_setting {
+            LayoutArg::Paper
+        } else {
+            LayoutArg::Fresh
+        },
+        grammar: !args.paper_setting,
+        repair_model: (!args.paper_setting).then(|| DEMO_REPAIR_MODEL.to_string()),
+        repair_model_path: args.repair_model_path,
         context_size: RUN_CONTEXT_SIZE,
     })
     .map(|_| ())

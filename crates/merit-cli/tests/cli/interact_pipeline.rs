@@ -925,3 +925,91 @@ fn generated_task_sets_are_usable_as_they_grow_and_have_statistics() {
     assert_eq!(stats[0]["generated"]["tasks"], 4);
     assert_eq!(stats[0]["generated"]["execution_rate"], 1.0);
 }
+
+/// A user's own database, not from Spider or BIRD: `merit interact init-db` reads its schema
+/// from the file (tables, columns, keys) and writes the metafiles beside a copy, and
+/// `merit interact run` then serves a task on it (the stand-in agent submits the right query).
+#[test]
+fn a_users_own_sqlite_database_is_prepared_and_run() {
+    let server = serve();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let file = dir.path().join("field_stations.sqlite");
+    let connection = rusqlite::Connection::open(&file).unwrap();
+    connection
+        .execute_batch(
+            "CREATE TABLE sites (site_id INTEGER PRIMARY KEY, region TEXT NOT NULL);
+             CREATE TABLE observatories (
+                 station TEXT PRIMARY KEY, site_id INTEGER REFERENCES sites(site_id),
+                 airtempc REAL);
+             INSERT INTO sites VALUES (1, 'north'), (2, 'south');
+             INSERT INTO observatories VALUES ('a', 1, 25.0), ('b', 1, 12.5), ('c', 2, 31.0);",
+        )
+        .unwrap();
+    drop(connection);
+    let root = dir.path().join("root");
+    let (root_arg, file_arg) = (root.to_str().unwrap(), file.to_str().unwrap());
+
+    let output = Command::new(env!("CARGO_BIN_EXE_merit"))
+        .args([
+            "interact", "init-db", "--sqlite", file_arg, "--out", root_arg,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let folder = root.join("field_stations");
+    let schema = std::fs::read_to_string(folder.join("field_stations_schema.txt")).unwrap();
+    assert!(
+        schema.contains("observatories") && schema.contains("airtempc"),
+        "{schema}"
+    );
+    assert!(schema.contains("site_id"), "{schema}");
+    assert!(folder.join("field_stations.sqlite").is_file());
+    assert!(folder.join("field_stations_kb.jsonl").is_file());
+    assert!(folder
+        .join("field_stations_column_meaning_base.json")
+        .is_file());
+
+    let mut own = task("field_0001", "How many stations are warm?");
+    own["selected_database"] = json!("field_stations");
+    let tasks = dir.path().join("tasks.jsonl");
+    std::fs::write(&tasks, own.to_string()).unwrap();
+    let out = dir.path().join("run");
+    merit(
+        &[
+            "interact",
+            "run",
+            "--tasks",
+            tasks.to_str().unwrap(),
+            "--db-root",
+            root_arg,
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &server,
+        &cache,
+        true,
+    );
+    let log = lines(&out.join("episodes.jsonl"));
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0]["trajectory"]["outcome"]["phase1_passed"], true);
+
+    // A file that is not a database is refused with its name, not a panic.
+    let junk = dir.path().join("notes.sqlite");
+    std::fs::write(&junk, "not a database").unwrap();
+    let refused = Command::new(env!("CARGO_BIN_EXE_merit"))
+        .args(["interact", "init-db", "--sqlite", junk.to_str().unwrap()])
+        .args(["--out", root_arg])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("notes") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+}

@@ -33,7 +33,9 @@ pub mod verify;
 use std::path::PathBuf;
 
 pub use perturb::{perturb_seeds, PerturbConfig, PerturbKind, PerturbReport, Target};
-pub use record::{read_generated, write_spider_metafiles, GeneratedTask, GEN_RECORD_FORMAT};
+pub use record::{
+    read_generated, schema_of_sqlite, write_spider_metafiles, GeneratedTask, GEN_RECORD_FORMAT,
+};
 pub use request::{Draft, DraftAmbiguity, AMBIGUITY_TYPES, GEN_PROMPT_FAMILY};
 pub use run::{generate_tasks, GenConfig, GenReport, TargetOutcome};
 pub use seed::{load_seeds, spread_over_databases, Seed};

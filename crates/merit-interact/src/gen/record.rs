@@ -10,7 +10,9 @@ use super::perturb::{Perturbation, Target};
 use super::request::{Draft, DraftAmbiguity};
 use super::sqlast;
 use super::{io_error, GenError};
-use merit_data::{quote_identifier, render_create_tables, DatabaseSchema};
+use merit_data::{
+    quote_identifier, render_create_tables, ColumnSchema, DatabaseSchema, ForeignKey, TableSchema,
+};
 use merit_memory::jsonl;
 use merit_sql::{Database, ExecLimits, SqliteDatabase};
 use serde::{Deserialize, Serialize};
@@ -291,6 +293,89 @@ pub(crate) fn existing(output: &Path, rejections: &Path) -> Result<Existing, Gen
         torn_output,
         torn_rejections,
     })
+}
+
+/// The schema of a live SQLite database, read from the database itself (`sqlite_master` and
+/// the `pragma_table_info` / `pragma_foreign_key_list` table functions, read-only): tables in
+/// creation order, columns in declaration order with their declared type and primary-key
+/// membership, single-column foreign keys. For a user's own database, which has no
+/// `tables.json`; SQLite's own `sqlite_*` tables are left out.
+pub fn schema_of_sqlite(sqlite_file: &Path, db_id: &str) -> Result<DatabaseSchema, GenError> {
+    let failure = |message: String| GenError::Database {
+        database: db_id.to_string(),
+        message,
+    };
+    let database = SqliteDatabase::open(sqlite_file).map_err(|e| failure(e.to_string()))?;
+    let limits = ExecLimits {
+        timeout: Duration::from_secs(10),
+        max_rows: None,
+    };
+    // NULL reads as empty: a foreign key to the referenced table's primary key may leave its
+    // `to` column NULL.
+    let text = |row: &[merit_sql::Value], at: usize| -> String {
+        match row.get(at) {
+            None | Some(merit_sql::Value::Null) => String::new(),
+            Some(value) => value.display(),
+        }
+    };
+    let tables = database
+        .query(
+            "SELECT name FROM sqlite_master WHERE type = 'table' \
+             AND lower(name) NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY rowid",
+            &limits,
+        )
+        .map_err(|e| failure(format!("listing the tables: {e}")))?;
+    let mut schema = DatabaseSchema {
+        db_id: db_id.to_string(),
+        tables: Vec::new(),
+    };
+    for row in &tables.rows {
+        let name = text(row, 0);
+        let quoted = name.replace('\'', "''");
+        let columns = database
+            .query(
+                &format!("SELECT name, type, pk FROM pragma_table_info('{quoted}') ORDER BY cid"),
+                &limits,
+            )
+            .map_err(|e| failure(format!("reading the columns of {name}: {e}")))?;
+        let keys = database
+            .query(
+                &format!(
+                    "SELECT \"from\", \"table\", \"to\" FROM pragma_foreign_key_list('{quoted}') \
+                     ORDER BY id, seq"
+                ),
+                &limits,
+            )
+            .map_err(|e| failure(format!("reading the foreign keys of {name}: {e}")))?;
+        schema.tables.push(TableSchema {
+            columns: columns
+                .rows
+                .iter()
+                .map(|column| ColumnSchema {
+                    name: text(column, 0),
+                    sql_type: text(column, 1),
+                    primary_key: text(column, 2) != "0",
+                })
+                .collect(),
+            foreign_keys: keys
+                .rows
+                .iter()
+                .map(|key| ForeignKey {
+                    column: text(key, 0),
+                    ref_table: text(key, 1),
+                    ref_column: text(key, 2),
+                })
+                .collect(),
+            name,
+        });
+    }
+    if schema.tables.is_empty() {
+        return Err(failure(format!(
+            "{} holds no tables",
+            sqlite_file.display()
+        )));
+    }
+    Ok(schema)
 }
 
 /// Writes the three BIRD-Interact metafiles of a Spider database into `out_root/{db}/`, so that
