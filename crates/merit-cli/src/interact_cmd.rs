@@ -125,6 +125,11 @@ pub struct InteractRunArgs {
     /// Run the first N tasks only.
     #[arg(long)]
     limit: Option<usize>,
+    /// Run the tasks on PostgreSQL instead of SQLite: each database's SQLite file is loaded
+    /// into a template database on this server (once), and every episode works on a private
+    /// clone (`postgres://user@host:port/db`; the role needs CREATEDB).
+    #[arg(long)]
+    pg_url: Option<String>,
     /// Run directory (created, or continued when it holds a log).
     #[arg(long)]
     out: PathBuf,
@@ -565,8 +570,25 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
             ModelSimulatorConfig::default(),
         )
     };
+    // The engine is chosen at run time; boxing gives the run one backend type.
+    let server = match &args.pg_url {
+        Some(url) => Some(
+            merit_interact::pg::PostgresServer::new(url)
+                .with_context(|| "cannot use the PostgreSQL server of --pg-url".to_string())?,
+        ),
+        None => None,
+    };
+    let open_backend = |meta: &merit_interact::DatabaseMeta| -> Result<
+        Box<dyn merit_interact::InteractBackend>,
+        merit_interact::InteractError,
+    > {
+        Ok(match &server {
+            Some(server) => Box::new(merit_interact::pg::postgres_backend(server, meta)?),
+            None => Box::new(sqlite_backend(meta)?),
+        })
+    };
     let summary = match args.memory.memory {
-        None => run_tasks(&spec, &agent, sqlite_backend, make_simulator, on_episode),
+        None => run_tasks(&spec, &agent, open_backend, make_simulator, on_episode),
         Some(kind) => {
             let memory_args = &args.memory;
             let embedder = build_embedder(
@@ -650,7 +672,7 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
                 &spec,
                 &agent,
                 &memory,
-                sqlite_backend,
+                open_backend,
                 make_simulator,
                 on_episode,
             )
@@ -701,6 +723,11 @@ fn check_run_settings(args: &InteractRunArgs, model_id: &str, simulator_id: &str
         if on {
             settings[name] = serde_json::Value::Bool(true);
         }
+    }
+    // Recorded only when PostgreSQL is used, for the same reason (the URL is not recorded: it
+    // may hold a password, and a run may continue on another server with the same data).
+    if args.pg_url.is_some() {
+        settings["backend"] = serde_json::Value::String("postgres".to_string());
     }
     // Recorded only when it differs from the agent's, for the same reason.
     if simulator_id != model_id {

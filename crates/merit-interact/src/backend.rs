@@ -90,6 +90,38 @@ pub trait InteractBackend {
     fn python_target(&mut self) -> PythonTarget;
 }
 
+/// A boxed backend is a backend: a caller picks the engine at run time (SQLite or PostgreSQL)
+/// and hands the run one type.
+impl<B: InteractBackend + ?Sized> InteractBackend for Box<B> {
+    fn dialect(&self) -> Dialect {
+        (**self).dialect()
+    }
+
+    fn database(&self) -> &str {
+        (**self).database()
+    }
+
+    fn reset(&mut self) -> Result<(), InteractError> {
+        (**self).reset()
+    }
+
+    fn query_read_only(&mut self, sql: &str, limits: &ExecLimits) -> Result<Rows, ExecError> {
+        (**self).query_read_only(sql, limits)
+    }
+
+    fn run_writable(
+        &mut self,
+        statements: &[String],
+        limits: &ExecLimits,
+    ) -> Result<Rows, StatementFailure> {
+        (**self).run_writable(statements, limits)
+    }
+
+    fn python_target(&mut self) -> PythonTarget {
+        (**self).python_target()
+    }
+}
+
 /// The mini-interact layout: a template file copied over the working file on every reset.
 ///
 /// The template is a private copy of the data set's `{db}.sqlite` (the shared data stays

@@ -998,6 +998,44 @@ fn a_users_own_sqlite_database_is_prepared_and_run() {
     assert_eq!(log.len(), 1);
     assert_eq!(log[0]["trajectory"]["outcome"]["phase1_passed"], true);
 
+    // The same task on PostgreSQL (`--pg-url`): the database's SQLite file is loaded into a
+    // template on the server and the episode works on a clone.
+    match std::env::var("MERIT_TEST_POSTGRES_URL") {
+        Ok(url) if !url.trim().is_empty() => {
+            let on_pg = dir.path().join("run-pg");
+            merit(
+                &[
+                    "interact",
+                    "run",
+                    "--tasks",
+                    tasks.to_str().unwrap(),
+                    "--db-root",
+                    root_arg,
+                    "--out",
+                    on_pg.to_str().unwrap(),
+                    "--pg-url",
+                    url.trim(),
+                ],
+                &server,
+                &cache,
+                true,
+            );
+            let log = lines(&on_pg.join("episodes.jsonl"));
+            assert_eq!(log[0]["trajectory"]["outcome"]["phase1_passed"], true);
+            let settings = std::fs::read_to_string(on_pg.join("settings.json")).unwrap();
+            assert!(settings.contains("postgres") && !settings.contains(url.trim()));
+        }
+        _ => {
+            assert!(
+                std::env::var("MERIT_REQUIRE_POSTGRES").as_deref() != Ok("1"),
+                "MERIT_REQUIRE_POSTGRES=1 but MERIT_TEST_POSTGRES_URL is not set"
+            );
+            eprintln!(
+                "\n=== SKIPPED: `merit interact run --pg-url` (MERIT_TEST_POSTGRES_URL unset)\n"
+            );
+        }
+    }
+
     // A file that is not a database is refused with its name, not a panic.
     let junk = dir.path().join("notes.sqlite");
     std::fs::write(&junk, "not a database").unwrap();

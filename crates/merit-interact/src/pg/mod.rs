@@ -176,6 +176,23 @@ impl PostgresServer {
     }
 }
 
+/// Opens a [`PostgresBackend`] for a task's database on `server`: its SQLite file is loaded
+/// into a template database once (again only when the file changes), and each backend works
+/// on a private clone of it.
+pub fn postgres_backend(
+    server: &PostgresServer,
+    meta: &crate::meta::DatabaseMeta,
+) -> Result<PostgresBackend, InteractError> {
+    let Some(file) = meta.sqlite_file() else {
+        return Err(InteractError::DatabaseUnavailable {
+            database: meta.name().to_string(),
+            reason: "the data set ships no SQLite file to load into PostgreSQL".to_string(),
+        });
+    };
+    let template = server.ensure_sqlite_template(meta.name(), file)?;
+    PostgresBackend::new(server, meta.name(), &template)
+}
+
 /// A working database cloned from a template, for one environment.
 pub struct PostgresBackend {
     server: PostgresServer,
