@@ -241,6 +241,22 @@ pub struct CallStats {
     pub generation_steps: u32,
 }
 
+impl CallStats {
+    /// One debug line per call (`MERIT_LOG=merit_models=debug`): where the model time went.
+    fn log(&self) {
+        tracing::debug!(
+            sequence = self.slot,
+            prompt = self.prompt_tokens,
+            reused = self.reused_tokens,
+            generated = self.completion_tokens,
+            prompt_ms = self.prompt_time.as_millis() as u64,
+            generation_ms = self.generation_time.as_millis() as u64,
+            steps = self.generation_steps,
+            "call done"
+        );
+    }
+}
+
 /// What the loaded model is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LlamaModelInfo {
@@ -691,17 +707,7 @@ fn worker_main(
                 let _ = reply.send(outcome);
             }
             Job::Render(messages, reply) => {
-                let outcome = catch_unwind(AssertUnwindSafe(|| {
-                    let text = engine.format.render(&messages)?;
-                    let tokens = engine.format.tokenize(&text)?;
-                    Ok((text, tokens.len()))
-                }))
-                .unwrap_or_else(|_| {
-                    Err(ModelError::InvalidRequest(
-                        "the prompt could not be rendered".to_string(),
-                    ))
-                });
-                let _ = reply.send(outcome);
+                let _ = reply.send(engine.format.rendered(&messages));
             }
             Job::ClearCache(reply) => {
                 engine.forget_all_caches();
@@ -832,6 +838,21 @@ impl<'m> Formatter<'m> {
             )));
         }
         Ok(tokens)
+    }
+
+    /// What [`LlamaChat::render`] answers: the prompt text of `messages` and its length in
+    /// tokens (a failure inside the bindings becomes an invalid request, not a panic).
+    fn rendered(&self, messages: &[ChatMessage]) -> Result<(String, usize), ModelError> {
+        catch_unwind(AssertUnwindSafe(|| {
+            let text = self.render(messages)?;
+            let tokens = self.tokenize(&text)?;
+            Ok((text, tokens.len()))
+        }))
+        .unwrap_or_else(|_| {
+            Err(ModelError::InvalidRequest(
+                "the prompt could not be rendered".to_string(),
+            ))
+        })
     }
 
     fn is_end_of_generation(&self, token: LlamaToken) -> bool {
@@ -1286,16 +1307,7 @@ impl<'m> Engine<'m> {
             accepted_tokens: accepted,
             generation_steps: steps,
         };
-        tracing::debug!(
-            sequence = stats.slot,
-            prompt = stats.prompt_tokens,
-            reused = stats.reused_tokens,
-            generated = stats.completion_tokens,
-            prompt_ms = stats.prompt_time.as_millis() as u64,
-            generation_ms = stats.generation_time.as_millis() as u64,
-            steps = stats.generation_steps,
-            "call done"
-        );
+        stats.log();
         let reply = ChatReply {
             text,
             prompt_tokens,

@@ -226,17 +226,7 @@ impl<'m> BatchedEngine<'m> {
                 });
             }
             Job::Render(messages, reply_to) => {
-                let outcome = catch_unwind(AssertUnwindSafe(|| {
-                    let text = self.format.render(&messages)?;
-                    let tokens = self.format.tokenize(&text)?;
-                    Ok((text, tokens.len()))
-                }))
-                .unwrap_or_else(|_| {
-                    Err(ModelError::InvalidRequest(
-                        "the prompt could not be rendered".to_string(),
-                    ))
-                });
-                let _ = reply_to.send(outcome);
+                let _ = reply_to.send(self.format.rendered(&messages));
             }
             Job::ClearCache(reply_to) => {
                 for index in 0..self.sequences.len() {
@@ -504,16 +494,7 @@ impl<'m> BatchedEngine<'m> {
             cached: false,
             tool_calls: Vec::new(),
         };
-        tracing::debug!(
-            sequence = stats.slot,
-            prompt = stats.prompt_tokens,
-            reused = stats.reused_tokens,
-            generated = stats.completion_tokens,
-            prompt_ms = stats.prompt_time.as_millis() as u64,
-            generation_ms = stats.generation_time.as_millis() as u64,
-            steps = stats.generation_steps,
-            "batched call done"
-        );
+        stats.log();
         let _ = conversation.reply_to.send(Ok((reply, stats)));
         let sequence = &mut self.sequences[conversation.sequence];
         sequence.busy = false;

@@ -3,33 +3,10 @@
 //! conditions and grammars per conversation, and a bad call refused without disturbing the
 //! others. Needs the default chat model, like `llama_chat` (skipped loudly without it).
 
+use crate::llama_chat::model_file;
 use merit_core::model::{ChatMessage, ChatModel, ChatRequest, Decoding, ModelError};
 use merit_models::llama::{CallStats, LlamaChat, LlamaConfig};
-use merit_models::registry::{ensure_model, PullOptions, DEFAULT_CHAT_MODEL};
-use std::path::PathBuf;
 use std::sync::{Arc, Barrier, OnceLock};
-
-fn model_file() -> Option<PathBuf> {
-    static FILE: OnceLock<Option<PathBuf>> = OnceLock::new();
-    FILE.get_or_init(|| {
-        let required = std::env::var("MERIT_REQUIRE_MODELS").is_ok_and(|value| value == "1");
-        let options = PullOptions {
-            offline: !required,
-            ..PullOptions::default()
-        };
-        match ensure_model(DEFAULT_CHAT_MODEL, &options, &mut |_| {}) {
-            Ok(files) => Some(files.main_file().to_path_buf()),
-            Err(error) if required => panic!("MERIT_REQUIRE_MODELS=1 but: {error}"),
-            Err(error) => {
-                eprintln!(
-                    "\n=== SKIPPED: batched llama.cpp tests need {DEFAULT_CHAT_MODEL}: {error}\n"
-                );
-                None
-            }
-        }
-    })
-    .clone()
-}
 
 /// One batched model (four conversations) shared by the tests of this module.
 fn batched() -> Option<Arc<LlamaChat>> {

@@ -15,7 +15,9 @@ fn required() -> bool {
     std::env::var("MERIT_REQUIRE_MODELS").is_ok_and(|value| value == "1")
 }
 
-fn model_file() -> Option<PathBuf> {
+/// The default chat model's file, or `None` (after a loud message) when it is absent and not
+/// required. Shared with the batched-engine tests.
+pub(crate) fn model_file() -> Option<PathBuf> {
     static FILE: OnceLock<Option<PathBuf>> = OnceLock::new();
     FILE.get_or_init(|| {
         let options = PullOptions {
