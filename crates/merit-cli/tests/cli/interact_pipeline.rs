@@ -978,50 +978,24 @@ fn a_users_own_sqlite_database_is_prepared_and_run() {
     own["selected_database"] = json!("field_stations");
     let tasks = dir.path().join("tasks.jsonl");
     std::fs::write(&tasks, own.to_string()).unwrap();
-    let out = dir.path().join("run");
-    merit(
-        &[
-            "interact",
-            "run",
-            "--tasks",
-            tasks.to_str().unwrap(),
-            "--db-root",
-            root_arg,
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        &server,
-        &cache,
-        true,
-    );
-    let log = lines(&out.join("episodes.jsonl"));
-    assert_eq!(log.len(), 1);
-    assert_eq!(log[0]["trajectory"]["outcome"]["phase1_passed"], true);
+    // One task run into `out` (with `extra` options); its single episode passes phase 1.
+    let run_into = |out: &Path, extra: &[&str]| {
+        let mut args = vec!["interact", "run", "--tasks", tasks.to_str().unwrap()];
+        args.extend(["--db-root", root_arg, "--out", out.to_str().unwrap()]);
+        args.extend(extra);
+        merit(&args, &server, &cache, true);
+        let log = lines(&out.join("episodes.jsonl"));
+        assert_eq!(log.len(), 1);
+        assert_eq!(log[0]["trajectory"]["outcome"]["phase1_passed"], true);
+    };
+    run_into(&dir.path().join("run"), &[]);
 
     // The same task on PostgreSQL (`--pg-url`): the database's SQLite file is loaded into a
     // template on the server and the episode works on a clone.
     match std::env::var("MERIT_TEST_POSTGRES_URL") {
         Ok(url) if !url.trim().is_empty() => {
             let on_pg = dir.path().join("run-pg");
-            merit(
-                &[
-                    "interact",
-                    "run",
-                    "--tasks",
-                    tasks.to_str().unwrap(),
-                    "--db-root",
-                    root_arg,
-                    "--out",
-                    on_pg.to_str().unwrap(),
-                    "--pg-url",
-                    url.trim(),
-                ],
-                &server,
-                &cache,
-                true,
-            );
-            let log = lines(&on_pg.join("episodes.jsonl"));
-            assert_eq!(log[0]["trajectory"]["outcome"]["phase1_passed"], true);
+            run_into(&on_pg, &["--pg-url", url.trim()]);
             let settings = std::fs::read_to_string(on_pg.join("settings.json")).unwrap();
             assert!(settings.contains("postgres") && !settings.contains(url.trim()));
         }
