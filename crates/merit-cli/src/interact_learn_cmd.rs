@@ -482,12 +482,10 @@ fn bucket(record: &AnnotationRecord, split_by: SplitByArg) -> u64 {
         SplitByArg::Pair => record.memory_id.to_le_bytes().to_vec(),
         SplitByArg::State => Vec::new(),
     };
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in record.state_id.bytes().chain(memory_bytes) {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    hash % 100
+    let mut hash = merit_core::hash::Fnv1a::new();
+    hash.write(record.state_id.as_bytes());
+    hash.write(&memory_bytes);
+    hash.finish() % 100
 }
 
 fn prm_train(args: PrmTrainArgs) -> Result<()> {

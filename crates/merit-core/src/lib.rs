@@ -6,6 +6,7 @@
 //! filler that the repair and the interact prompts share.
 
 pub mod episode;
+pub mod fs;
 pub mod hash;
 pub mod model;
 pub mod template;

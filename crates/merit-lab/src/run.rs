@@ -109,23 +109,15 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> RunError + '_ {
     }
 }
 
-/// Writes `contents` to `path` atomically (temporary file, fsync, rename).
+/// Writes `contents` to `path` atomically ([`merit_core::fs::write_atomically`]), creating the
+/// folder first.
 pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), RunError> {
-    use std::io::Write;
     let folder = match path.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => Path::new("."),
     };
     std::fs::create_dir_all(folder).map_err(io(folder))?;
-    let mut temporary = tempfile::NamedTempFile::new_in(folder).map_err(io(folder))?;
-    temporary
-        .write_all(contents)
-        .and_then(|()| temporary.as_file().sync_all())
-        .map_err(io(path))?;
-    temporary
-        .persist(path)
-        .map_err(|error| io(path)(error.error))?;
-    Ok(())
+    merit_core::fs::write_atomically(path, contents).map_err(io(path))
 }
 
 /// Writes the manifest on a new run, or checks it against the existing one on resume.

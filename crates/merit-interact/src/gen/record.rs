@@ -18,8 +18,6 @@ use merit_sql::{Database, ExecLimits, SqliteDatabase};
 use serde::{Deserialize, Serialize};
 use sqlparser::ast::SetExpr;
 use std::collections::BTreeSet;
-use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -439,14 +437,5 @@ pub fn write_spider_metafiles(
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), GenError> {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temp = path.with_file_name(format!(".{name}.tmp"));
-    let mut file = File::create(&temp).map_err(io_error(&temp))?;
-    file.write_all(bytes)
-        .and_then(|()| file.sync_all())
-        .map_err(io_error(&temp))?;
-    std::fs::rename(&temp, path).map_err(io_error(path))
+    merit_core::fs::write_atomically(path, bytes).map_err(io_error(path))
 }

@@ -355,11 +355,7 @@ fn fingerprint(database: &str, sqlite: &Path) -> Result<String, InteractError> {
         database: database.to_string(),
         reason: format!("cannot read {}: {e}", sqlite.display()),
     })?;
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in &bytes {
-        hash ^= u64::from(*byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
+    let hash = merit_core::hash::fnv1a(&bytes);
     Ok(format!(
         "{LOADER_VERSION}; {database}; {} bytes; fnv1a64 {hash:016x}",
         bytes.len()

@@ -8,14 +8,13 @@
 //! loading reports instead of using.
 
 use super::net::param_shapes;
-use super::policy::{Fnv, SelectorPolicy, TrainingInfo};
+use super::policy::{SelectorPolicy, TrainingInfo};
 use super::{level_name, LearnError, SelectorConfig};
 use candle_core::{DType, Device};
 use merit_interact::memory::{CandidateFeatures, Level};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 /// The `format` of every sidecar this code writes; bump it when the input row or the
@@ -70,39 +69,17 @@ fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> LearnError + '_ {
     }
 }
 
-/// A temporary name next to `path` (same folder, so the rename is atomic).
-fn temp_path(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
-}
-
-/// Syncs `temp` and renames it to `path`; removes `temp` on failure.
+/// Puts the finished `temp` in place of `path` ([`merit_core::fs::persist`]).
 fn commit(temp: &Path, path: &Path) -> Result<(), LearnError> {
-    let result = File::open(temp)
-        .and_then(|f| f.sync_all())
-        .map_err(io_error(temp))
-        .and_then(|()| std::fs::rename(temp, path).map_err(io_error(path)));
-    if result.is_err() {
-        let _ = std::fs::remove_file(temp);
-    }
-    result
+    merit_core::fs::persist(temp, path).map_err(io_error(path))
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), LearnError> {
-    let temp = temp_path(path);
-    File::create(&temp)
-        .and_then(|mut f| f.write_all(bytes))
-        .map_err(io_error(&temp))?;
-    commit(&temp, path)
+    merit_core::fs::write_atomically(path, bytes).map_err(io_error(path))
 }
 
 fn hash_hex(bytes: &[u8]) -> String {
-    let mut fnv = Fnv::new();
-    fnv.write(bytes);
-    format!("{:016x}", fnv.finish())
+    format!("{:016x}", merit_core::hash::fnv1a(bytes))
 }
 
 impl SelectorPolicy {
@@ -114,7 +91,7 @@ impl SelectorPolicy {
         if let Some(dir) = weights.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(io_error(dir))?;
         }
-        let temp = temp_path(weights);
+        let temp = merit_core::fs::temporary_beside(weights);
         if let Err(error) = candle_core::safetensors::save(&self.params, &temp) {
             let _ = std::fs::remove_file(&temp);
             return Err(LearnError::Weights {

@@ -152,7 +152,7 @@ impl SelectorPolicy {
     /// A 64-bit FNV-1a hash of the tensors (names and little-endian values, in name order):
     /// equal for equal weights, so it names a trained policy.
     pub fn fingerprint(&self) -> Result<u64, LearnError> {
-        let mut hash = Fnv::new();
+        let mut hash = merit_core::hash::Fnv1a::new();
         for (name, _) in param_shapes(self.config()) {
             let tensor = self
                 .params
@@ -237,25 +237,4 @@ fn sample_option(logprobs: &[f32], u: f64) -> usize {
         }
     }
     last
-}
-
-/// 64-bit FNV-1a: a small, dependency-free, stable hash (checkpoint integrity and names; not
-/// a cryptographic guarantee).
-pub(crate) struct Fnv(u64);
-
-impl Fnv {
-    pub(crate) fn new() -> Fnv {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-
-    pub(crate) fn write(&mut self, bytes: &[u8]) {
-        for &byte in bytes {
-            self.0 ^= u64::from(byte);
-            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-
-    pub(crate) fn finish(&self) -> u64 {
-        self.0
-    }
 }

@@ -11,8 +11,6 @@ use super::{Stage, StudentConfig, StudentError, StudentPrm, FEATURES, TENSOR_NAM
 use candle_core::{Device, Tensor};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The `format` of every sidecar this version writes.
@@ -62,25 +60,9 @@ fn fnv1a64(bytes: &[u8]) -> String {
     format!("{:016x}", merit_core::hash::fnv1a(bytes))
 }
 
-fn temporary(path: &Path) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".tmp");
-    path.with_file_name(name)
-}
-
-/// Syncs the temporary file and renames it over `path`, then syncs the folder.
+/// Puts the finished `tmp` in place of `path` ([`merit_core::fs::persist`]).
 fn commit(tmp: &Path, path: &Path) -> Result<(), StudentError> {
-    File::open(tmp)
-        .and_then(|f| f.sync_all())
-        .map_err(io(tmp))?;
-    std::fs::rename(tmp, path).map_err(io(path))?;
-    #[cfg(unix)]
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        File::open(parent)
-            .and_then(|d| d.sync_all())
-            .map_err(io(parent))?;
-    }
-    Ok(())
+    merit_core::fs::persist(tmp, path).map_err(io(path))
 }
 
 impl StudentPrm {
@@ -101,7 +83,7 @@ impl StudentPrm {
             .zip(&tensors)
             .map(|(name, t)| (name.to_string(), t.detach()))
             .collect();
-        let tmp = temporary(path);
+        let tmp = merit_core::fs::temporary_beside(path);
         candle_core::safetensors::save(&map, &tmp).map_err(|e| StudentError::Checkpoint {
             path: tmp.clone(),
             message: format!("cannot write the weights: {e}"),
@@ -129,11 +111,7 @@ impl StudentPrm {
                 message: format!("cannot serialize the sidecar: {e}"),
             })?;
         text.push('\n');
-        let tmp = temporary(&sidecar);
-        File::create(&tmp)
-            .and_then(|mut f| f.write_all(text.as_bytes()))
-            .map_err(io(&tmp))?;
-        commit(&tmp, &sidecar)?;
+        merit_core::fs::write_atomically(&sidecar, text.as_bytes()).map_err(io(&sidecar))?;
         Ok(meta)
     }
 

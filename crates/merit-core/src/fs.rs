@@ -1,0 +1,82 @@
+//! Files replaced whole: a reader (or a run resumed after a kill) sees the old contents or the
+//! new ones, never a part. The one implementation every crate's result, manifest, checkpoint
+//! and metafile writer goes through.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Distinguishes the temporary files of one process.
+static TEMPORARY: AtomicU64 = AtomicU64::new(0);
+
+/// A fresh temporary name beside `path` (same folder, so that the final rename is atomic;
+/// hidden, and unique to this process and call).
+pub fn temporary_beside(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!(
+        ".{name}.tmp-{}-{}",
+        std::process::id(),
+        TEMPORARY.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
+/// Puts the finished file `temporary` in place of `path`: syncs it, renames it over `path`,
+/// and syncs the folder (on Unix) so that the rename survives a power cut. On failure the
+/// temporary file is removed and `path` is left as it was.
+pub fn persist(temporary: &Path, path: &Path) -> io::Result<()> {
+    let result = File::open(temporary)
+        .and_then(|file| file.sync_all())
+        .and_then(|()| std::fs::rename(temporary, path));
+    if result.is_err() {
+        let _ = std::fs::remove_file(temporary);
+        return result;
+    }
+    #[cfg(unix)]
+    if let Some(folder) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        // Best effort: some filesystems refuse to sync a directory; the rename is done.
+        let _ = File::open(folder).and_then(|dir| dir.sync_all());
+    }
+    Ok(())
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file beside it, synced, renamed over it.
+/// The folder must exist.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let temporary = temporary_beside(path);
+    let written = File::create(&temporary).and_then(|mut file| file.write_all(bytes));
+    if let Err(error) = written {
+        let _ = std::fs::remove_file(&temporary);
+        return Err(error);
+    }
+    persist(&temporary, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_is_replaced_whole_and_no_temporary_is_left() {
+        let dir = std::env::temp_dir().join(format!("merit-core-fs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("result.json");
+        write_atomically(&path, b"first").unwrap();
+        write_atomically(&path, b"second").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"second");
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("result.json")]);
+        // A folder that does not exist is an error, and nothing is created.
+        let missing = dir.join("absent").join("x.json");
+        assert!(write_atomically(&missing, b"x").is_err());
+        assert!(!dir.join("absent").exists());
+        assert_ne!(temporary_beside(&path), temporary_beside(&path));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
