@@ -931,6 +931,16 @@ fn category_success(records: &[EpisodeRecord], category: Category) -> (f64, f64)
     )
 }
 
+/// A category's phase 1 / phase 2 success, or `n/a` when the run has no task of it (a rate of
+/// nothing is not 0%).
+fn category_cell(tasks: usize, (phase1, phase2): (f64, f64)) -> String {
+    if tasks == 0 {
+        "n/a".to_string()
+    } else {
+        format!("{phase1:.1} / {phase2:.1}")
+    }
+}
+
 /// One run against the baseline on their common tasks.
 #[derive(Debug, Serialize)]
 struct PairedComparison {
@@ -1031,17 +1041,15 @@ fn render(summaries: &[InteractSummary]) -> String {
     );
     for s in summaries {
         out.push_str(&format!(
-            "| {} | {} ({}/{}) | {:.1} | {:.1} | {:.1} / {:.1} | {:.1} / {:.1} | {:.3} | {:.1} | {} | {} | {}/{} | {} | {:.1} |\n",
+            "| {} | {} ({}/{}) | {:.1} | {:.1} | {} | {} | {:.3} | {:.1} | {} | {} | {}/{} | {} | {:.1} |\n",
             s.run,
             s.tasks,
             s.query_tasks,
             s.management_tasks,
             s.phase1_success,
             s.phase2_success,
-            s.query_success.0,
-            s.query_success.1,
-            s.management_success.0,
-            s.management_success.1,
+            category_cell(s.query_tasks, s.query_success),
+            category_cell(s.management_tasks, s.management_success),
             s.mean_reward,
             s.mean_turns,
             s.agent_calls,

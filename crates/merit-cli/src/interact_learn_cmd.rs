@@ -331,8 +331,9 @@ pub struct TrainSelectorArgs {
     #[arg(long, default_value_t = 0)]
     holdout_tasks: usize,
     /// What the network reads about each candidate: `full` (embeddings and retrieval
-    /// features) or `features` (the eight retrieval features only; generalises better from
-    /// a few hundred states).
+    /// features) or `features` (the eight retrieval features only: far fewer weights for a
+    /// training set of a few hundred states; which one generalises is for `score-selector`
+    /// to measure).
     #[arg(long, value_enum, default_value_t = InputsArg::Full)]
     inputs: InputsArg,
     /// Turn level: the reward of injecting nothing (the PRM utility of an unrecommended

@@ -157,4 +157,6 @@ fn report_compares_runs_with_a_baseline_and_leaves_logs_alone() {
     let text = String::from_utf8(output.stdout).unwrap();
     assert!(text.contains("| Δ phase 1 (pp) [95% CI]"), "{text}");
     assert!(text.contains("+66.7 ["), "{text}");
+    // Every task is a Query task: the Management column says n/a, not a 0% rate.
+    assert!(text.contains("| 100.0 / 0.0 | n/a |"), "{text}");
 }
