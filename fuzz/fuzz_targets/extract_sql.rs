@@ -1,0 +1,10 @@
+//! SQL extraction from a model reply: any text gives a query or a clear "no SQL", never a
+//! panic, and an extracted query is a non-empty part of the reply's text.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|reply: &str| {
+    if let Ok(sql) = merit_agent::extract::extract_sql(reply) {
+        assert!(!sql.trim().is_empty(), "an empty query was extracted from {reply:?}");
+    }
+});

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Runs one fuzz target (issue 22) for SECONDS with cargo-fuzz (libFuzzer), starting from the
+# committed seeds in fuzz/seeds/TARGET and the working corpus fuzz/corpus/TARGET (not
+# committed: libFuzzer adds every input that reaches new code there, thousands of files, and
+# later runs continue from it). A crash or hang is written to fuzz/artifacts/TARGET/; turn
+# each into a regression test in the crate it concerns before fixing it.
+#
+#   scripts/fuzz.sh extract_sql 600
+#
+# Needs a nightly toolchain and `cargo install cargo-fuzz`. Targets: extract_sql, spider_sql,
+# interact_action, episode_log, interact_log (`cargo +nightly fuzz list` in fuzz/).
+set -euo pipefail
+cd "$(dirname "$0")/../fuzz"
+target=${1:?usage: scripts/fuzz.sh TARGET SECONDS}
+seconds=${2:?usage: scripts/fuzz.sh TARGET SECONDS}
+mkdir -p "corpus/$target" "seeds/$target"
+exec cargo +nightly fuzz run "$target" "corpus/$target" "seeds/$target" -- \
+  -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048
