@@ -1,6 +1,6 @@
 //! Writing result files so that a crash never leaves a half-written one behind.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use std::path::Path;
 
 /// Writes `contents` to `path` atomically (see [`merit_lab::run::write_atomically`]):
@@ -8,6 +8,20 @@ use std::path::Path;
 pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
     merit_lab::run::write_atomically(path, contents)?;
     Ok(())
+}
+
+/// Claims the run directory `dir` for this process (see [`merit_core::fs::lock_folder`]), or
+/// says that another process is using it.
+pub fn lock_run_dir(dir: &Path) -> Result<merit_core::fs::FolderLock> {
+    merit_core::fs::lock_folder(dir)
+        .with_context(|| format!("cannot lock {}", dir.display()))?
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "{} is in use by another merit process (a run or resume of the same \
+                 directory); wait for it to end, or use another output folder",
+                dir.display()
+            )
+        })
 }
 
 /// A progress bar on stderr, drawn only when stderr is a terminal.

@@ -511,6 +511,8 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
     }
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;
+    // One process per run directory (its log is append-only).
+    let _lock = crate::files::lock_run_dir(&args.out)?;
 
     let store = open_store(args.cache.as_ref())?;
     let model = chat(&args.chat, &store)?;

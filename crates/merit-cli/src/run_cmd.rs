@@ -560,6 +560,10 @@ pub fn run_with_models(args: RunArgs, models: Option<RunModels>) -> Result<PathB
     if chosen.is_empty() {
         bail!("no usable questions");
     }
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    // One process per run directory: a second `merit run` (or resume) of the same folder
+    // would append to the same logs. Held until this function returns.
+    let _lock = crate::files::lock_run_dir(&dir)?;
     let store = Arc::new(
         ReplyStore::open(
             args.cache

@@ -55,6 +55,28 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     persist(&temporary, path)
 }
 
+/// An exclusive claim on a folder for the life of this value (an OS file lock on
+/// `FOLDER/.lock`, released when dropped or when the process dies, even by `kill -9`).
+#[derive(Debug)]
+pub struct FolderLock {
+    _file: File,
+}
+
+/// Claims `folder` (which must exist) for this process, so that two processes never append to
+/// the same run's logs at once. `Ok(None)` when another process holds it.
+pub fn lock_folder(folder: &Path) -> io::Result<Option<FolderLock>> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(folder.join(".lock"))?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(FolderLock { _file: file })),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+        Err(std::fs::TryLockError::Error(error)) => Err(error),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -77,6 +99,19 @@ mod tests {
         assert!(write_atomically(&missing, b"x").is_err());
         assert!(!dir.join("absent").exists());
         assert_ne!(temporary_beside(&path), temporary_beside(&path));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_folder_is_held_by_one_claim_at_a_time() {
+        let dir = std::env::temp_dir().join(format!("merit-core-lock-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let first = lock_folder(&dir).unwrap();
+        assert!(first.is_some());
+        // A second claim (as another process would make) is refused while the first holds.
+        assert!(lock_folder(&dir).unwrap().is_none());
+        drop(first);
+        assert!(lock_folder(&dir).unwrap().is_some());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -175,3 +175,44 @@ fn report_on_a_folder_that_is_not_a_run_is_a_clear_error() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("not a run directory"), "{stderr}");
 }
+
+/// Two processes never write one run directory: while another holds it, `merit run` (a new run
+/// or a resume) refuses with a message naming the folder, and writes nothing there.
+#[test]
+fn a_run_directory_in_use_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    std::fs::create_dir_all(&out).unwrap();
+    let held = merit_core::fs::lock_folder(&out)
+        .unwrap()
+        .expect("the test holds it");
+    let sample = std::path::PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../demo/spider-sample"
+    ));
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_merit"))
+        .args(["run", "--dataset", "spider", "--data"])
+        .arg(&sample)
+        .arg("--db-dir")
+        .arg(sample.join("database"))
+        .args([
+            "--methods",
+            "iterative",
+            "--seeds",
+            "0",
+            "--limit",
+            "2",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("in use by another merit process") && stderr.contains("run"),
+        "{stderr}"
+    );
+    assert!(!out.join("manifest.json").exists());
+    drop(held);
+}
