@@ -246,16 +246,9 @@ pub fn run(bench: &StreamsBench<'_>) -> Result<()> {
         );
         divergent.0 += differing;
         divergent.1 += n;
-        println!(
-            "| {n} | merit, batched | {:.1} | {:.2} | {:.1} | {:.2} | {:.1} | {:.2} | {differing} of \
-             {n} |",
-            prompt.prompt_rate(),
-            prompt.prompt_rate() / base_prompt.max(1e-9),
-            generation.generation_rate(),
-            generation.generation_rate() / base_generation.max(1e-9),
-            generation.mean_tokens(),
-            generation.median_latency()
-        );
+        let bases = (base_prompt, base_generation);
+        let merit_row = row(n, "merit, batched", &prompt, &generation, bases);
+        println!("{merit_row} {differing} of {n} |");
         drop(chat);
         if let Some(server) = bench.llama_server {
             let server = LlamaServer::start(server, bench.gguf, n, bench.threads)?;
@@ -270,21 +263,19 @@ pub fn run(bench: &StreamsBench<'_>) -> Result<()> {
             };
             let prompt = concurrent_pass(&client, &prompt_requests[..n], call)?;
             let generation = concurrent_pass(&client, &generation_requests[..n], call)?;
-            println!(
-                "| {n} | llama-server --parallel {n} | {:.1}* | {:.2} | {:.1} | {:.2} | {:.1} | {:.2} \
-                 | - |",
-                prompt.prompt_rate(),
-                prompt.prompt_rate() / base_prompt.max(1e-9),
-                generation.generation_rate(),
-                generation.generation_rate() / base_generation.max(1e-9),
-                generation.mean_tokens(),
-                generation.median_latency()
+            let server_row = row(
+                n,
+                &format!("llama-server --parallel {n}*"),
+                &prompt,
+                &generation,
+                (base_prompt, base_generation),
             );
+            println!("{server_row} - |");
         }
     }
     if bench.llama_server.is_some() {
         println!(
-            "(* llama-server reports the prompt tokens sent, not those it evaluated; its \
+            "(* llama-server rows: the prompt rate counts the prompt tokens sent, not those it evaluated; its \
              prompt pass starts from a fresh server, so they are the same.)"
         );
     }
@@ -383,6 +374,26 @@ fn episodes_at_once(
         );
     }
     Ok(())
+}
+
+/// The start of a table row: aggregate speeds of the two passes, their ratios to the one-stream
+/// `bases` (prompt, generation), tokens per reply and median latency.
+fn row(
+    n: usize,
+    engine: &str,
+    prompt: &PassResult,
+    generation: &PassResult,
+    (base_prompt, base_generation): (f64, f64),
+) -> String {
+    format!(
+        "| {n} | {engine} | {:.1} | {:.2} | {:.1} | {:.2} | {:.1} | {:.2} |",
+        prompt.prompt_rate(),
+        prompt.prompt_rate() / base_prompt.max(1e-9),
+        generation.generation_rate(),
+        generation.generation_rate() / base_generation.max(1e-9),
+        generation.mean_tokens(),
+        generation.median_latency()
+    )
 }
 
 /// Where two replies part: the shared beginning's length and what each says next.
