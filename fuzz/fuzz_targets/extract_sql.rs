@@ -5,6 +5,9 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|reply: &str| {
     if let Ok(sql) = merit_agent::extract::extract_sql(reply) {
-        assert!(!sql.trim().is_empty(), "an empty query was extracted from {reply:?}");
+        assert!(
+            !sql.trim().is_empty(),
+            "an empty query was extracted from {reply:?}"
+        );
     }
 });

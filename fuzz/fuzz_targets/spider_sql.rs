@@ -17,9 +17,18 @@ fn schema() -> &'static SpiderSchema {
             )
         };
         SpiderSchema::new([
-            table("stadium", &["stadium_id", "location", "name", "capacity", "average"]),
-            table("singer", &["singer_id", "name", "country", "age", "is_male"]),
-            table("concert", &["concert_id", "concert_name", "stadium_id", "year"]),
+            table(
+                "stadium",
+                &["stadium_id", "location", "name", "capacity", "average"],
+            ),
+            table(
+                "singer",
+                &["singer_id", "name", "country", "age", "is_male"],
+            ),
+            table(
+                "concert",
+                &["concert_id", "concert_name", "stadium_id", "year"],
+            ),
             table("singer_in_concert", &["concert_id", "singer_id"]),
         ])
     })
