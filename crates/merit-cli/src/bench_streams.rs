@@ -335,24 +335,14 @@ fn episodes_at_once(
     for &n in bench.streams.iter().filter(|&&n| n > 1) {
         let chat = load(n)?;
         let started = Instant::now();
-        let runs: Vec<Result<crate::bench_models::EpisodeRun>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..n)
-                .map(|i| {
-                    let (chat, decoding, replay) = (&chat, &decoding, &alone[i].replies);
-                    let request = &bench.requests[i];
-                    scope.spawn(move || {
-                        crate::bench_models::run_episode(chat, request, decoding, Some(replay))
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|handle| {
-                    handle
-                        .join()
-                        .unwrap_or_else(|_| Err(anyhow!("an episode thread failed")))
-                })
-                .collect()
+        let indices: Vec<usize> = (0..n).collect();
+        let runs = crate::files::all_at_once(&indices, "an episode", |&i| {
+            crate::bench_models::run_episode(
+                &chat,
+                &bench.requests[i],
+                &decoding,
+                Some(&alone[i].replies),
+            )
         });
         let wall = started.elapsed().as_secs_f64();
         let runs = runs.into_iter().collect::<Result<Vec<_>>>()?;

@@ -24,6 +24,31 @@ pub fn lock_run_dir(dir: &Path) -> Result<merit_core::fs::FolderLock> {
         })
 }
 
+/// Runs `work` on every item at once, one scoped thread each, and returns the results in the
+/// items' order whatever the order they finished in (a thread that panicked becomes an error
+/// naming `what`).
+pub fn all_at_once<T: Sync, R: Send>(
+    items: &[T],
+    what: &str,
+    work: impl Fn(&T) -> Result<R> + Sync,
+) -> Vec<Result<R>> {
+    std::thread::scope(|scope| {
+        let work = &work;
+        let handles: Vec<_> = items
+            .iter()
+            .map(|item| scope.spawn(move || work(item)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| {
+                handle
+                    .join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("{what} failed unexpectedly")))
+            })
+            .collect()
+    })
+}
+
 /// A progress bar on stderr, drawn only when stderr is a terminal.
 /// Prints the bar's state as a plain line every `every` steps (and at the end) when standard
 /// error is not a terminal. indicatif draws nothing there, and a long background run whose

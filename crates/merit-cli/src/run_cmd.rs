@@ -448,20 +448,7 @@ fn initial_predictions(
     // appended in question order once all of it is answered, so the file does not depend on
     // which call finished first, and a kill loses at most the group in flight.
     for group in missing.chunks(parallel.max(1)) {
-        let answers: Vec<Result<InitialPrediction>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = group
-                .iter()
-                .map(|&question| scope.spawn(move || predict(question)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|handle| {
-                    handle
-                        .join()
-                        .unwrap_or_else(|_| Err(anyhow!("an initial prediction thread failed")))
-                })
-                .collect()
-        });
+        let answers = crate::files::all_at_once(group, "an initial prediction", |q| predict(q));
         for answer in answers {
             let record = answer?;
             appender.append(&record)?;
@@ -781,8 +768,14 @@ fn demo_data() -> Result<(PathBuf, PathBuf)> {
 pub fn demo(args: DemoArgs) -> Result<()> {
     let (data, db_dir) = demo_data()?;
     eprintln!("demo data: {}", data.display());
+    run(demo_run_args(args, data, db_dir)).map(|_| ())
+}
+
+/// The `merit run` a demo is: Iterative and MERIT, seed 0, on `data`, in the chosen repair
+/// configuration unless `--paper-setting`; resumed when its folder already holds a run.
+fn demo_run_args(args: DemoArgs, data: PathBuf, db_dir: PathBuf) -> RunArgs {
     let resume = args.out.join("manifest.json").is_file();
-    run(RunArgs {
+    RunArgs {
         dataset: DatasetArg::Spider,
         split: SplitArg::Dev,
         data,
@@ -819,14 +812,41 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         repair_model: (!args.paper_setting).then(|| DEMO_REPAIR_MODEL.to_string()),
         repair_model_path: args.repair_model_path,
         context_size: RUN_CONTEXT_SIZE,
-    })
-    .map(|_| ())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    /// The demo runs the configuration chosen on the calibration slice (the 1.5B repair model
+    /// with every aid), and `--paper-setting` the papers' (one model, no aid).
+    #[test]
+    fn the_demo_runs_the_chosen_configuration_unless_the_papers_is_asked_for() {
+        #[derive(clap::Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            demo: DemoArgs,
+        }
+        let parse = |extra: &[&str]| {
+            let mut argv = vec!["demo", "--out", "/nonexistent/merit-demo-test"];
+            argv.extend(extra);
+            <Wrapper as clap::Parser>::try_parse_from(argv)
+                .unwrap()
+                .demo
+        };
+        let folder = PathBuf::from("data");
+        let chosen = demo_run_args(parse(&[]), folder.clone(), folder.clone());
+        let aids = chosen.aids();
+        assert!(aids.repeat_guard && aids.grammar && aids.hints.schema && aids.hints.values);
+        assert_eq!(aids.layout, RepairLayout::Fresh);
+        assert_eq!(chosen.repair_model.as_deref(), Some(DEMO_REPAIR_MODEL));
+        assert_eq!(chosen.methods, ["iterative", "merit"]);
+        assert!(chosen.out.is_some() && chosen.resume.is_none());
+        let paper = demo_run_args(parse(&["--paper-setting"]), folder.clone(), folder);
+        assert!(paper.aids().is_paper() && paper.repair_model.is_none());
+    }
 
     /// Every method `merit run --help` names is one `merit run` accepts.
     #[test]

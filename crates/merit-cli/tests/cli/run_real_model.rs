@@ -151,6 +151,28 @@ fn real_model_run_repairs_and_replays_identically_from_the_cache() {
     assert_eq!(report, merit_report(&second));
 }
 
+/// The two streams through one batched embedded model (`--parallel 2`: continuous batching,
+/// initial predictions two at a time): every episode is run, and a second run from the reply
+/// cache writes the same logs, although batched replies depend on which calls shared a batch.
+#[test]
+fn a_batched_real_model_run_replays_identically_from_the_cache() {
+    let Some((chat_model, _embedder)) = models() else {
+        return;
+    };
+    let scratch = tempfile::tempdir().unwrap();
+    let cache = scratch.path().join("replies");
+    let first = scratch.path().join("first");
+    let second = scratch.path().join("second");
+    merit_run_with(&first, &cache, &chat_model, &["--parallel", "2"]);
+    for method in ["iterative", "merit"] {
+        let log = std::fs::read_to_string(first.join(format!("episodes/{method}-seed0.jsonl")))
+            .unwrap_or_else(|e| panic!("episode log of {method}: {e}"));
+        assert_eq!(log.lines().count(), 4, "{method}: {log}");
+    }
+    merit_run_with(&second, &cache, &chat_model, &["--parallel", "2"]);
+    assert_eq!(tree(&first), tree(&second));
+}
+
 /// Every word of `sql` outside string literals and quotes is one the grammar allows: a SQL
 /// keyword, a table or column name of the database (any case), a number or a short alias.
 fn only_allowed_words(sql: &str, names: &[String]) -> Result<(), String> {
