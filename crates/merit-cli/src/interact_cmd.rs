@@ -154,6 +154,13 @@ pub struct InteractRunArgs {
     budget: crate::interact_learn_cmd::AgentBudgetArgs,
     #[command(flatten)]
     memory: MemoryArgs,
+    /// Episodes run at once; the embedded model decodes their calls together (agent and
+    /// simulator alike). Only without memory or with `--frozen-memory` and a selector that
+    /// does not learn online: an online memory must see each episode before the next. The log
+    /// is written in task order either way; a batched reply can differ from a one-at-a-time
+    /// one in a near tie, and the reply cache keeps whichever came first.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=16))]
+    parallel: u16,
 }
 
 /// `--tool-calls` values.
@@ -514,8 +521,10 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
     // One process per run directory (its log is append-only).
     let _lock = crate::files::lock_run_dir(&args.out)?;
 
+    check_episodes_at_once(&args)?;
+    let parallel = usize::from(args.parallel);
     let store = open_store(args.cache.as_ref())?;
-    let model = chat(&args.chat, &store)?;
+    let model = crate::interact_learn_cmd::chat_with_parallel(&args.chat, &store, parallel)?;
     let agent = ReactAgent::new(
         Arc::clone(&model),
         AgentConfig {
@@ -530,9 +539,10 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
     let log = args.out.join(LOG_FILE);
     let simulator_model = match &args.simulator_model {
         None => Arc::clone(&model),
-        Some(name) => crate::interact_learn_cmd::chat(
+        Some(name) => crate::interact_learn_cmd::chat_with_parallel(
             &args.chat.for_model(name, args.simulator_model_path.clone()),
             &store,
+            parallel,
         )?,
     };
     check_run_settings(&args, &model.id(), &simulator_model.id())?;
@@ -542,6 +552,7 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
         log: &log,
         env: EnvConfig::default(),
         simulator_model: Some(simulator_model.id()),
+        episodes_at_once: parallel,
     };
     let bar = crate::files::progress_bar(ids.len(), "interact");
     let mut passed = 0usize;
@@ -581,7 +592,7 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
         None => None,
     };
     let open_backend = |meta: &merit_interact::DatabaseMeta| -> Result<
-        Box<dyn merit_interact::InteractBackend>,
+        Box<dyn merit_interact::InteractBackend + Send>,
         merit_interact::InteractError,
     > {
         Ok(match &server {
@@ -699,6 +710,29 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
     );
     print!("{}", render(&summarise(std::slice::from_ref(&args.out))?));
     Ok(())
+}
+
+/// Refuses `--parallel` above 1 where episodes depend on the ones before them: a memory that
+/// is written, or an online selector (MemRL, Memento) that learns from every episode.
+fn check_episodes_at_once(args: &InteractRunArgs) -> Result<()> {
+    if args.parallel <= 1 {
+        return Ok(());
+    }
+    match args.memory.memory {
+        None => Ok(()),
+        Some(kind @ (SelectorKind::Memrl | SelectorKind::Memento)) => bail!(
+            "--parallel {} cannot be used with --memory {}: it learns from every finished \
+             episode, so each must finish before the next starts",
+            args.parallel,
+            format!("{kind:?}").to_lowercase()
+        ),
+        Some(_) if !args.memory.frozen_memory => bail!(
+            "--parallel {} needs --frozen-memory (or no --memory): an online memory must see \
+             each episode before the next starts",
+            args.parallel
+        ),
+        Some(_) => Ok(()),
+    }
 }
 
 const SETTINGS_FILE: &str = "settings.json";

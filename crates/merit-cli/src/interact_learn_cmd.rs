@@ -157,6 +157,16 @@ fn store(args: &EmbedArgs) -> Result<Arc<ReplyStore>> {
 
 /// The chat model of `args` behind the reply cache `store`.
 pub fn chat(args: &ChatArgs, store: &Arc<ReplyStore>) -> Result<Arc<dyn ChatModel>> {
+    chat_with_parallel(args, store, 1)
+}
+
+/// [`chat`] for `parallel` concurrent callers: an embedded model decodes up to that many
+/// conversations together (continuous batching); a server is unaffected.
+pub fn chat_with_parallel(
+    args: &ChatArgs,
+    store: &Arc<ReplyStore>,
+    parallel: usize,
+) -> Result<Arc<dyn ChatModel>> {
     let live: Arc<dyn ChatModel> = match (&args.llm_url, &args.llm_model) {
         (Some(url), Some(name)) => Arc::new(OpenAiChat::new(OpenAiConfig::new(url, name))?),
         _ => {
@@ -166,6 +176,7 @@ pub fn chat(args: &ChatArgs, store: &Arc<ReplyStore>) -> Result<Arc<dyn ChatMode
                 args.model_path.as_deref(),
                 ChatLoad {
                     cache_slots: args.cache_slots,
+                    parallel,
                     ..ChatLoad::new(RUN_CONTEXT_SIZE)
                 },
             )?)

@@ -275,6 +275,11 @@ pub struct RunSpec<'a> {
     pub env: EnvConfig,
     /// The simulator model's identifier, recorded in each record.
     pub simulator_model: Option<String>,
+    /// Episodes run at once (1: one after another). More than one only without memory
+    /// writes (no memory, or a frozen one): an online memory must see each episode before
+    /// the next starts. Concurrent episodes share the agent's model, which batches their
+    /// calls when it can; the log is written in list order either way.
+    pub episodes_at_once: usize,
 }
 
 /// A task that was not run, and why (it is not logged, so a later run tries it again).
@@ -320,6 +325,15 @@ pub enum RunError {
         /// The failure.
         source: ModelError,
     },
+    /// Several episodes at once were asked of a run whose memory is written.
+    #[error(
+        "{at_once} episodes at once need a memory that is not written (no memory, or a frozen \
+         one): an online memory must see each episode before the next starts"
+    )]
+    ConcurrentMemoryWrites {
+        /// The episodes asked for at once.
+        at_once: usize,
+    },
     /// An episode failed for a reason that would fail the next one too (model backend down,
     /// database IO). Finished episodes are logged; rerun to resume.
     #[error("task `{instance_id}`: {source}")]
@@ -344,8 +358,8 @@ pub fn run_tasks<B, S>(
     on_episode: impl FnMut(&EpisodeRecord),
 ) -> Result<RunSummary, RunError>
 where
-    B: InteractBackend,
-    S: UserSimulator,
+    B: InteractBackend + Send,
+    S: UserSimulator + Send,
 {
     run_tasks_inner(spec, agent, None, make_backend, make_simulator, on_episode)
 }
@@ -431,8 +445,8 @@ pub fn run_tasks_with_memory<B, S>(
     on_episode: impl FnMut(&EpisodeRecord),
 ) -> Result<RunSummary, RunError>
 where
-    B: InteractBackend,
-    S: UserSimulator,
+    B: InteractBackend + Send,
+    S: UserSimulator + Send,
 {
     run_tasks_inner(
         spec,
@@ -462,6 +476,22 @@ fn commit_record(
     Ok(())
 }
 
+/// What became of one task of the list, in list order.
+enum Outcome<'t> {
+    /// Already in the log: commit it to the memory again, write nothing.
+    Logged(Box<EpisodeRecord>),
+    /// Not run, with the reason.
+    Skipped(SkippedTask),
+    /// Finished now: log it (and commit it).
+    Finished(&'t Task, Box<EpisodeResult>),
+}
+
+/// A worker's report: the task's list index and its episode (or the panic that ended it).
+type Report = (
+    usize,
+    std::thread::Result<Result<EpisodeResult, AgentError>>,
+);
+
 fn run_tasks_inner<B, S>(
     spec: &RunSpec<'_>,
     agent: &ReactAgent,
@@ -471,9 +501,13 @@ fn run_tasks_inner<B, S>(
     mut on_episode: impl FnMut(&EpisodeRecord),
 ) -> Result<RunSummary, RunError>
 where
-    B: InteractBackend,
-    S: UserSimulator,
+    B: InteractBackend + Send,
+    S: UserSimulator + Send,
 {
+    let at_once = spec.episodes_at_once.max(1);
+    if at_once > 1 && memory_run.is_some_and(|run| run.write) {
+        return Err(RunError::ConcurrentMemoryWrites { at_once });
+    }
     let (mut log, loaded) = EpisodeLog::open(spec.log)?;
     let mut done: BTreeMap<String, EpisodeRecord> = loaded
         .records
@@ -484,112 +518,222 @@ where
         warnings: loaded.warnings,
         ..RunSummary::default()
     };
-    let mut memory = match memory_run {
-        Some(run) => Some(rebuild_memory(run)?),
-        None => None,
+    let (bank, first) = match memory_run {
+        Some(run) => {
+            let (bank, first) = rebuild_memory(run)?;
+            (Some(std::sync::RwLock::new(bank)), first)
+        }
+        None => (None, StreamPos(0)),
     };
-    for (index, id) in spec.instance_ids.iter().enumerate() {
-        let task = spec
-            .set
-            .get(id)
-            .ok_or_else(|| RunError::UnknownTask(id.clone()))?;
-        let position = memory
-            .as_ref()
-            .map(|(_, first)| StreamPos(first.0 + index as u64));
-        if let Some(record) = done.remove(id) {
-            if let (Some(run), Some((bank, _)), Some(position)) =
-                (memory_run, memory.as_mut(), position)
-            {
-                commit_record(bank, run, position, &record)?;
-            }
-            summary.already_logged += 1;
-            continue;
-        }
-        let skip = |reason: String| SkippedTask {
-            instance_id: id.clone(),
-            reason,
-        };
-        if !task.has_ground_truth() {
-            summary
-                .skipped
-                .push(skip("it has no ground truth to judge a submission".into()));
-            continue;
-        }
-        let Some(meta) = spec.set.database(task.database()) else {
-            summary.skipped.push(skip(format!(
-                "database `{}` is not loaded",
-                task.database()
-            )));
-            continue;
-        };
-        let episode = (|| -> Result<EpisodeResult, AgentError> {
-            let backend = make_backend(meta)?;
-            let simulator = make_simulator(task);
-            let mut env =
-                Environment::new(task, Arc::clone(meta), backend, simulator, spec.env.clone())?;
-            match (memory_run, memory.as_ref(), position) {
-                (Some(run), Some((bank, _)), Some(position)) => {
-                    let mut advisor = RetrievalAdvisor::new(
-                        bank,
-                        run.embedder,
-                        run.episode_selector,
-                        run.turn_selector,
-                        run.advisor,
-                        position,
-                    );
-                    agent.run_with_memory(&mut env, &mut advisor)
+    let position = |index: usize| StreamPos(first.0 + index as u64);
+    // Episodes run on scoped threads, at most `at_once` at a time, and are logged (and
+    // committed) in list order whatever order they finish in: the log of a concurrent run is
+    // the log of a sequential one. With one at a time (the only way a written memory runs),
+    // each episode is committed before the next starts, as strict causality requires.
+    std::thread::scope(|scope| -> Result<RunSummary, RunError> {
+        let (sender, receiver) = std::sync::mpsc::channel::<Report>();
+        let mut outcomes: BTreeMap<usize, Outcome<'_>> = BTreeMap::new();
+        let mut next_to_start = 0usize;
+        let mut next_to_write = 0usize;
+        let mut in_flight = 0usize;
+        while next_to_write < spec.instance_ids.len() {
+            // Write out whatever is settled, in list order.
+            while let Some(outcome) = outcomes.remove(&next_to_write) {
+                let index = next_to_write;
+                next_to_write += 1;
+                match outcome {
+                    Outcome::Logged(record) => {
+                        if let (Some(run), Some(bank)) = (memory_run, bank.as_ref()) {
+                            let mut bank = bank.write().unwrap_or_else(|e| e.into_inner());
+                            commit_record(&mut bank, run, position(index), &record)?;
+                        }
+                        summary.already_logged += 1;
+                    }
+                    Outcome::Skipped(skipped) => summary.skipped.push(skipped),
+                    Outcome::Finished(task, result) => {
+                        let record = finish_record(
+                            spec,
+                            agent,
+                            memory_run,
+                            bank.as_ref(),
+                            position(index),
+                            task,
+                            *result,
+                            &mut log,
+                        )?;
+                        summary.ran += 1;
+                        on_episode(&record);
+                    }
                 }
-                _ => agent.run(&mut env),
             }
-        })();
-        let result = match episode {
-            Ok(result) => result,
-            Err(AgentError::Environment(
-                error @ (InteractError::DatabaseUnavailable { .. }
-                | InteractError::NoGroundTruth { .. }),
-            )) => {
-                summary.skipped.push(skip(error.to_string()));
-                continue;
+            if next_to_write >= spec.instance_ids.len() {
+                break;
             }
-            Err(source) => {
-                return Err(RunError::Episode {
-                    instance_id: id.clone(),
-                    source,
-                })
-            }
-        };
-        let mut record =
-            EpisodeRecord::new(task, agent.model_id(), spec.simulator_model.clone(), result);
-        if let (Some(run), Some((bank, _)), Some(position)) =
-            (memory_run, memory.as_mut(), position)
-        {
-            let kept =
-                bank.config().retention == Retention::All || record.trajectory.outcome.reward > 0.0;
-            if let (true, true, Some(extractor)) = (run.write, kept, run.insight) {
-                let outcome =
-                    extractor
-                        .extract(&record.trajectory)
-                        .map_err(|source| RunError::Insight {
+            // Start tasks while the window has room. A task settled without running stops
+            // the filling, so it is written (and committed) before any later task starts.
+            while in_flight < at_once && next_to_start < spec.instance_ids.len() {
+                let index = next_to_start;
+                next_to_start += 1;
+                let id = &spec.instance_ids[index];
+                let task = spec
+                    .set
+                    .get(id)
+                    .ok_or_else(|| RunError::UnknownTask(id.clone()))?;
+                if let Some(record) = done.remove(id) {
+                    outcomes.insert(index, Outcome::Logged(Box::new(record)));
+                    break;
+                }
+                let skip = |reason: String| {
+                    Outcome::Skipped(SkippedTask {
+                        instance_id: id.clone(),
+                        reason,
+                    })
+                };
+                if !task.has_ground_truth() {
+                    let reason = "it has no ground truth to judge a submission";
+                    outcomes.insert(index, skip(reason.into()));
+                    break;
+                }
+                let Some(meta) = spec.set.database(task.database()) else {
+                    let reason = format!("database `{}` is not loaded", task.database());
+                    outcomes.insert(index, skip(reason));
+                    break;
+                };
+                let backend = match make_backend(meta) {
+                    Ok(backend) => backend,
+                    Err(error @ InteractError::DatabaseUnavailable { .. }) => {
+                        outcomes.insert(index, skip(error.to_string()));
+                        break;
+                    }
+                    Err(error) => {
+                        return Err(RunError::Episode {
                             instance_id: id.clone(),
-                            source,
-                        })?;
-                let failure = outcome.insight.as_ref().err().cloned();
-                record.insight = outcome.insight.ok();
-                record.memory_usage = Some(MemoryUsage {
-                    insight_calls: u64::from(outcome.calls),
-                    prompt_tokens: outcome.prompt_tokens,
-                    completion_tokens: outcome.completion_tokens,
-                    insight_failure: failure,
+                            source: AgentError::Environment(error),
+                        })
+                    }
+                };
+                let simulator = make_simulator(task);
+                let sender = sender.clone();
+                let bank = bank.as_ref();
+                let env_config = spec.env.clone();
+                in_flight += 1;
+                scope.spawn(move || {
+                    let episode = std::panic::catch_unwind(std::panic::AssertUnwindSafe(
+                        || -> Result<EpisodeResult, AgentError> {
+                            let mut env = Environment::new(
+                                task,
+                                Arc::clone(meta),
+                                backend,
+                                simulator,
+                                env_config,
+                            )?;
+                            match (memory_run, bank) {
+                                (Some(run), Some(bank)) => {
+                                    // Read-locked for the episode; a commit (one at a time only)
+                                    // waits for it.
+                                    let bank = bank.read().unwrap_or_else(|e| e.into_inner());
+                                    let mut advisor = RetrievalAdvisor::new(
+                                        &bank,
+                                        run.embedder,
+                                        run.episode_selector,
+                                        run.turn_selector,
+                                        run.advisor,
+                                        position(index),
+                                    );
+                                    agent.run_with_memory(&mut env, &mut advisor)
+                                }
+                                _ => agent.run(&mut env),
+                            }
+                        },
+                    ));
+                    // The receiver outlives every worker (the scope joins them first).
+                    let _ = sender.send((index, episode));
                 });
             }
-            // The log line first: the memory is rebuilt from the log, never the reverse.
-            log.append(&record)?;
-            commit_record(bank, run, position, &record)?;
-        } else {
-            log.append(&record)?;
+            if in_flight == 0 {
+                continue;
+            }
+            // Wait for the next finished episode.
+            let (index, episode) = receiver
+                .recv()
+                .expect("a sender is held for as long as this loop runs");
+            in_flight -= 1;
+            let id = &spec.instance_ids[index];
+            let episode = episode.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            match episode {
+                Ok(result) => {
+                    let task = spec
+                        .set
+                        .get(id)
+                        .ok_or_else(|| RunError::UnknownTask(id.clone()))?;
+                    outcomes.insert(index, Outcome::Finished(task, Box::new(result)));
+                }
+                Err(AgentError::Environment(
+                    error @ (InteractError::DatabaseUnavailable { .. }
+                    | InteractError::NoGroundTruth { .. }),
+                )) => {
+                    outcomes.insert(
+                        index,
+                        Outcome::Skipped(SkippedTask {
+                            instance_id: id.clone(),
+                            reason: error.to_string(),
+                        }),
+                    );
+                }
+                // Episodes already finished before it are logged (they were written in order
+                // up to the gap); the rest rerun on resume.
+                Err(source) => {
+                    return Err(RunError::Episode {
+                        instance_id: id.clone(),
+                        source,
+                    })
+                }
+            }
         }
-        summary.ran += 1;
-        on_episode(&record);
+        Ok(summary)
+    })
+}
+
+/// Logs a finished episode (with its insight when the memory keeps it) and commits it to
+/// the memory: the log line first, since the memory is rebuilt from the log, never the
+/// reverse.
+#[allow(clippy::too_many_arguments)]
+fn finish_record(
+    spec: &RunSpec<'_>,
+    agent: &ReactAgent,
+    memory_run: Option<&MemoryRun<'_>>,
+    bank: Option<&std::sync::RwLock<InteractMemory>>,
+    position: StreamPos,
+    task: &Task,
+    result: EpisodeResult,
+    log: &mut EpisodeLog,
+) -> Result<EpisodeRecord, RunError> {
+    let mut record =
+        EpisodeRecord::new(task, agent.model_id(), spec.simulator_model.clone(), result);
+    let (Some(run), Some(bank)) = (memory_run, bank) else {
+        log.append(&record)?;
+        return Ok(record);
+    };
+    let mut bank = bank.write().unwrap_or_else(|e| e.into_inner());
+    let kept = bank.config().retention == Retention::All || record.trajectory.outcome.reward > 0.0;
+    if let (true, true, Some(extractor)) = (run.write, kept, run.insight) {
+        let outcome =
+            extractor
+                .extract(&record.trajectory)
+                .map_err(|source| RunError::Insight {
+                    instance_id: record.instance_id.clone(),
+                    source,
+                })?;
+        let failure = outcome.insight.as_ref().err().cloned();
+        record.insight = outcome.insight.ok();
+        record.memory_usage = Some(MemoryUsage {
+            insight_calls: u64::from(outcome.calls),
+            prompt_tokens: outcome.prompt_tokens,
+            completion_tokens: outcome.completion_tokens,
+            insight_failure: failure,
+        });
     }
-    Ok(summary)
+    log.append(&record)?;
+    commit_record(&mut bank, run, position, &record)?;
+    Ok(record)
 }

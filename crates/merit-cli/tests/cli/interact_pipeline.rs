@@ -696,6 +696,86 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
         "{selectors_used:?}"
     );
 
+    // The same evaluation three episodes at a time: the same episodes, logged in task order.
+    let eval_args = |out: &str, extra: &[&'static str]| {
+        let mut args: Vec<String> = [
+            "interact",
+            "run",
+            "--tasks",
+            tasks_arg,
+            "--db-root",
+            root,
+            "--out",
+            out,
+            "--memory",
+            "learned",
+            "--episode-selector",
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+        args.push(format!("{selectors}/episode.safetensors"));
+        args.push("--turn-selector".into());
+        args.push(format!("{selectors}/turn.safetensors"));
+        args.push("--memory-from".into());
+        args.push(format!("{train}/memory"));
+        args.extend(extra.iter().map(|a| a.to_string()));
+        args
+    };
+    let at_once = path("eval-at-once");
+    let args = eval_args(&at_once, &["--frozen-memory", "--parallel", "3"]);
+    merit(
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        &server,
+        &cache,
+        true,
+    );
+    let at_once_log = lines(&dir.path().join("eval-at-once/episodes.jsonl"));
+    let essence = |log: &[Value]| -> Vec<(Value, Value, Value)> {
+        log.iter()
+            .map(|r| {
+                (
+                    r["instance_id"].clone(),
+                    r["trajectory"].clone(),
+                    r["injections"].clone(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(essence(&at_once_log), essence(&eval_log));
+    // Episodes at once are refused where each must see the ones before it.
+    for (extra, expected) in [
+        (&["--parallel", "2"][..], "--frozen-memory"),
+        (&["--parallel", "2", "--frozen-memory"][..], ""),
+    ] {
+        let out = path("refused");
+        let mut args = eval_args(&out, extra);
+        if expected.is_empty() {
+            // An online selector learns from every episode, frozen memory or not.
+            let at = args.iter().position(|a| a == "learned").unwrap();
+            args[at] = "memrl".into();
+            args.retain(|a| !a.ends_with(".safetensors") && !a.ends_with("-selector"));
+        }
+        let output = Command::new(env!("CARGO_BIN_EXE_merit"))
+            .args(&args)
+            .args(["--llm-url", &server, "--llm-model", "stand-in"])
+            .arg("--cache")
+            .arg(&cache)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{args:?}");
+        let expected = if expected.is_empty() {
+            "learns from every"
+        } else {
+            expected
+        };
+        assert!(
+            stderr.contains(expected) && !stderr.contains("panicked"),
+            "{stderr}"
+        );
+    }
+
     // The online baselines learn during the run (and replay their log on a rerun).
     for baseline in ["memrl", "memento"] {
         let out = path(baseline);

@@ -55,6 +55,7 @@ fn run(set: &TaskSet, ids: &[String], dir: &Path, sql: &'static str) {
         log: &log,
         env: EnvConfig::default(),
         simulator_model: None,
+        episodes_at_once: 1,
     };
     let agent = ReactAgent::new(Arc::new(Submitter(sql)), AgentConfig::default());
     run_tasks(

@@ -308,6 +308,7 @@ fn the_episode_log_and_the_agent_prompts_hold_no_hidden_field() {
         log: &log,
         env: EnvConfig::default(),
         simulator_model: Some("leak-sim".into()),
+        episodes_at_once: 1,
     };
     let agent = ReactAgent::new(agent_model.clone(), AgentConfig::default());
     let summary = run_tasks(
@@ -394,6 +395,7 @@ fn memories_hold_no_hidden_field() {
         log: &log,
         env: EnvConfig::default(),
         simulator_model: Some("leak-sim".into()),
+        episodes_at_once: 1,
     };
     let agent = ReactAgent::new(agent_model, AgentConfig::default());
     run_tasks(

@@ -10,7 +10,7 @@ use merit_interact::memory::{
 };
 use merit_interact::{
     read_log, run_tasks_with_memory, sqlite_backend, AgentConfig, EnvConfig, MemoryRun, ReactAgent,
-    RunSpec, RunSummary, ScriptedSimulator, TaskSet,
+    RunError, RunSpec, RunSummary, ScriptedSimulator, TaskSet,
 };
 use std::path::Path;
 use std::sync::Arc;
@@ -75,6 +75,18 @@ fn run(
     write: bool,
     model: Arc<ScriptedModel>,
 ) -> RunSummary {
+    run_at_once(set, ids, dir, base, write, model, 1).expect("the run finishes")
+}
+
+fn run_at_once(
+    set: &TaskSet,
+    ids: &[String],
+    dir: &Path,
+    base: Option<&Path>,
+    write: bool,
+    model: Arc<ScriptedModel>,
+    episodes_at_once: usize,
+) -> Result<RunSummary, RunError> {
     let log = dir.join("episodes.jsonl");
     let spec = RunSpec {
         set,
@@ -82,6 +94,7 @@ fn run(
         log: &log,
         env: EnvConfig::default(),
         simulator_model: None,
+        episodes_at_once,
     };
     let agent = ReactAgent::new(model.clone() as Arc<dyn ChatModel>, AgentConfig::default());
     let extractor = InsightExtractor::new(model, InsightConfig::default());
@@ -105,7 +118,6 @@ fn run(
         |_| ScriptedSimulator::default(),
         |_| {},
     )
-    .expect("the run finishes")
 }
 
 fn file(dir: &Path, name: &str) -> String {
@@ -267,6 +279,7 @@ fn forks_at_a_frozen_turn_share_the_prefix_and_differ_by_their_memory() {
         log: &log_dir.join("episodes.jsonl"),
         env: EnvConfig::default(),
         simulator_model: None,
+        episodes_at_once: 1,
     };
     let agent = ReactAgent::new(
         forking.clone() as Arc<dyn ChatModel>,
@@ -325,4 +338,39 @@ fn forks_at_a_frozen_turn_share_the_prefix_and_differ_by_their_memory() {
     let new_requests = &forking.seen()[calls_before..];
     assert!(new_requests.iter().all(|r| r.messages.len() >= 4));
     assert!(new_requests[0].messages[2].content.contains("get_schema()"));
+}
+
+#[test]
+fn a_frozen_memory_runs_episodes_at_once_and_logs_what_one_at_a_time_logs() {
+    let (dir, set, ids) = tasks();
+    let train = dir.path().join("train");
+    run(&set, &ids, &train, None, true, model());
+    let base = train.join("memory");
+    let one = dir.path().join("one");
+    let many = dir.path().join("many");
+    run_at_once(&set, &ids, &one, Some(&base), false, model(), 1).unwrap();
+    let summary = run_at_once(&set, &ids, &many, Some(&base), false, model(), 3).unwrap();
+    assert_eq!(summary.ran, 3);
+    let log = file(&many, "episodes.jsonl");
+    assert_eq!(log, file(&one, "episodes.jsonl"));
+    let records = read_log(&many.join("episodes.jsonl")).unwrap().records;
+    assert!(records.iter().all(|r| !r.injections.is_empty()));
+    // The frozen memory is only read.
+    assert_eq!(
+        file(&many, "memory/episodes.jsonl"),
+        file(&base, "episodes.jsonl")
+    );
+}
+
+#[test]
+fn a_written_memory_refuses_episodes_at_once() {
+    let (dir, set, ids) = tasks();
+    let model = model();
+    let error = run_at_once(&set, &ids, dir.path(), None, true, model.clone(), 2).unwrap_err();
+    assert!(
+        matches!(error, RunError::ConcurrentMemoryWrites { at_once: 2 }),
+        "{error}"
+    );
+    assert!(error.to_string().contains("frozen"), "{error}");
+    assert!(model.seen().is_empty(), "nothing ran");
 }

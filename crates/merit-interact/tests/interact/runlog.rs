@@ -11,6 +11,7 @@ use merit_interact::{
 };
 use serde_json::json;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 const SOLVE: &str =
@@ -29,12 +30,23 @@ fn run(
     log: &Path,
     model: Arc<ScriptedModel>,
 ) -> Result<merit_interact::RunSummary, RunError> {
+    run_at_once(set, ids, log, model, 1)
+}
+
+fn run_at_once(
+    set: &TaskSet,
+    ids: &[String],
+    log: &Path,
+    model: Arc<ScriptedModel>,
+    episodes_at_once: usize,
+) -> Result<merit_interact::RunSummary, RunError> {
     let spec = RunSpec {
         set,
         instance_ids: ids,
         log,
         env: EnvConfig::default(),
         simulator_model: None,
+        episodes_at_once,
     };
     let agent = ReactAgent::new(model, AgentConfig::default());
     run_tasks(
@@ -200,4 +212,50 @@ fn a_model_failure_stops_the_run_and_a_rerun_resumes() {
     let model = ScriptedModel::replies("solver", vec![SOLVE.into()]);
     let summary = run(&set, &ids, &log, model).unwrap();
     assert_eq!((summary.ran, summary.already_logged), (2, 1));
+}
+
+/// A solver whose first call is slow, that counts the calls in flight at once.
+fn slow_first_solver() -> (Arc<ScriptedModel>, Arc<AtomicUsize>) {
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let (now, seen_most) = (Arc::clone(&in_flight), Arc::clone(&most));
+    let model = ScriptedModel::new("solver", move |_, index| {
+        let running = now.fetch_add(1, Ordering::SeqCst) + 1;
+        seen_most.fetch_max(running, Ordering::SeqCst);
+        std::thread::sleep(std::time::Duration::from_millis(if index == 0 {
+            300
+        } else {
+            40
+        }));
+        now.fetch_sub(1, Ordering::SeqCst);
+        Ok(SOLVE.to_string())
+    });
+    (model, most)
+}
+
+#[test]
+fn episodes_at_once_finish_out_of_order_and_are_logged_in_task_order() {
+    let ids: Vec<String> = (1..=6).map(|n| format!("alien_97{n:02}")).collect();
+    let records: Vec<_> = ids.iter().map(|id| warm_task(id, false)).collect();
+    let (dir, set) = custom_tasks(&records);
+    let one = dir.path().join("one/episodes.jsonl");
+    let many = dir.path().join("many/episodes.jsonl");
+    let (model, most) = slow_first_solver();
+    run_at_once(&set, &ids, &one, model, 1).unwrap();
+    assert_eq!(most.load(Ordering::SeqCst), 1);
+    let (model, most) = slow_first_solver();
+    let summary = run_at_once(&set, &ids, &many, model, 3).unwrap();
+    assert_eq!((summary.ran, summary.already_logged), (6, 0));
+    // The slow first episode overlapped the others (which finished before it), yet the log is
+    // the one-at-a-time log, line for line.
+    assert_eq!(most.load(Ordering::SeqCst), 3);
+    assert_eq!(
+        std::fs::read_to_string(&many).unwrap(),
+        std::fs::read_to_string(&one).unwrap()
+    );
+    // And a rerun at once finds everything logged.
+    let (model, _) = slow_first_solver();
+    let again = run_at_once(&set, &ids, &many, model.clone(), 3).unwrap();
+    assert_eq!((again.ran, again.already_logged), (0, 6));
+    assert!(model.seen().is_empty());
 }

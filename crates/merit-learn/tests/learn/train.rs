@@ -118,6 +118,7 @@ fn build_memory(dir: &Path, set: &TaskSet) -> InteractMemory {
         log: &log,
         env: EnvConfig::default(),
         simulator_model: None,
+        episodes_at_once: 1,
     };
     let model: Arc<dyn ChatModel> = Arc::new(Model);
     let agent = ReactAgent::new(Arc::clone(&model), AgentConfig::default());
@@ -267,6 +268,7 @@ fn the_episode_selector_learns_from_terminal_rewards_and_changes_what_a_run_retr
             log: &log,
             env: EnvConfig::default(),
             simulator_model: None,
+            episodes_at_once: 1,
         };
         let model: Arc<dyn ChatModel> = Arc::new(Model);
         let agent = ReactAgent::new(Arc::clone(&model), AgentConfig::default());
