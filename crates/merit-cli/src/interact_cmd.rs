@@ -10,7 +10,7 @@ use merit_interact::agent::{AgentConfig, ReactAgent, ToolCallMode};
 use merit_interact::memory::{
     AdvisorConfig, Bm25Selector, CosineSelector, InsightConfig, InsightExtractor, Level,
     MemRlSelector, MementoSelector, MemoryConfig, ModelSelector, OnlineSelector, Retention,
-    RetrievalConfig, Selector,
+    RetrievalConfig, Selector, TopicKSelector,
 };
 use merit_interact::runlog::{
     read_log, run_tasks, run_tasks_with_memory, EpisodeRecord, MemoryRun, RunSpec,
@@ -179,6 +179,9 @@ enum SelectorKind {
     Bm25,
     /// Highest cosine: the embedding stage's first candidate.
     Cosine,
+    /// TopicK baseline: candidates that together cover the request's topics, rare topics
+    /// first (static; see `merit_interact::memory::topick`).
+    Topick,
     /// The chat model picks from numbered summaries.
     Model,
     /// PPO-trained checkpoints (`--episode-selector`, `--turn-selector`).
@@ -613,6 +616,7 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
             let selector_for = |level: Level| -> Result<Arc<dyn Selector>> {
                 Ok(match kind {
                     SelectorKind::Bm25 => Arc::new(Bm25Selector),
+                    SelectorKind::Topick => Arc::new(TopicKSelector),
                     SelectorKind::Cosine => Arc::new(CosineSelector::default()),
                     SelectorKind::Model => Arc::new(ModelSelector::new(Arc::clone(&model), 64)),
                     SelectorKind::Memrl | SelectorKind::Memento => match &online {

@@ -776,8 +776,9 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
         );
     }
 
-    // The online baselines learn during the run (and replay their log on a rerun).
-    for baseline in ["memrl", "memento"] {
+    // The online baselines learn during the run (and replay their log on a rerun); TopicK,
+    // the static coverage baseline, runs the same way.
+    for baseline in ["memrl", "memento", "topick"] {
         let out = path(baseline);
         for _ in 0..2 {
             merit(

@@ -46,6 +46,7 @@ pub mod online;
 pub mod retrieve;
 pub mod select;
 pub mod store;
+pub mod topick;
 pub mod turn;
 
 pub use advisor::{AdvisorConfig, RetrievalAdvisor};
@@ -61,6 +62,7 @@ pub use select::{
     Selector, SelectorCandidate,
 };
 pub use store::{Bank, BankView, LoadReport, MemoryRecord, EPISODE_FILE, TURN_FILE};
+pub use topick::TopicKSelector;
 pub use turn::{action_skeleton, mask_literals, TurnMemory, TurnState};
 
 pub use merit_memory::{Polarity, StreamPos};
