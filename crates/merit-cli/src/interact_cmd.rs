@@ -10,10 +10,11 @@ use merit_interact::agent::{AgentConfig, ReactAgent, ToolCallMode};
 use merit_interact::memory::{
     AdvisorConfig, Bm25Selector, CosineSelector, InsightConfig, InsightExtractor, Level,
     MemRlSelector, MementoSelector, MemoryConfig, ModelSelector, OnlineSelector, Retention,
-    RetrievalConfig, Selector, TopicKSelector,
+    RetrievalConfig, Selector, StaticDemos, TopicKSelector,
 };
 use merit_interact::runlog::{
-    read_log, run_tasks, run_tasks_with_memory, EpisodeRecord, MemoryRun, RunSpec,
+    read_log, run_tasks, run_tasks_with_demos, run_tasks_with_memory, EpisodeRecord, MemoryRun,
+    RunSpec,
 };
 use merit_interact::simulator::model::{ModelSimulator, ModelSimulatorConfig};
 use merit_interact::{sqlite_backend, Category, EndReason, EnvConfig, TaskSet};
@@ -154,6 +155,13 @@ pub struct InteractRunArgs {
     budget: crate::interact_learn_cmd::AgentBudgetArgs,
     #[command(flatten)]
     memory: MemoryArgs,
+    /// The Demo agent: show the first `--demo-count` successful episodes of this episode log
+    /// (a training-split run's `episodes.jsonl`) to every episode as fixed worked examples.
+    #[arg(long, conflicts_with = "memory")]
+    demos: Option<PathBuf>,
+    /// Demonstrations shown with `--demos`.
+    #[arg(long, default_value_t = 2, requires = "demos")]
+    demo_count: usize,
     /// Episodes run at once; the embedded model decodes their calls together (agent and
     /// simulator alike). Only without memory or with `--frozen-memory` and a selector that
     /// does not learn online: an online memory must see each episode before the next. The log
@@ -603,9 +611,29 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
             None => Box::new(sqlite_backend(meta)?),
         })
     };
-    let summary = match args.memory.memory {
-        None => run_tasks(&spec, &agent, open_backend, make_simulator, on_episode),
-        Some(kind) => {
+    let demos = match &args.demos {
+        Some(path) => {
+            let records = read_log(path)
+                .with_context(|| format!("cannot read the demonstrations {}", path.display()))?
+                .records;
+            Some(
+                StaticDemos::from_records(&records, args.demo_count)
+                    .with_context(|| format!("no demonstrations in {}", path.display()))?,
+            )
+        }
+        None => None,
+    };
+    let summary = match (args.memory.memory, &demos) {
+        (None, Some(demos)) => run_tasks_with_demos(
+            &spec,
+            &agent,
+            demos,
+            open_backend,
+            make_simulator,
+            on_episode,
+        ),
+        (None, None) => run_tasks(&spec, &agent, open_backend, make_simulator, on_episode),
+        (Some(kind), _) => {
             let memory_args = &args.memory;
             let embedder = build_embedder(
                 &memory_args.embedder,
@@ -763,6 +791,10 @@ fn check_run_settings(args: &InteractRunArgs, model_id: &str, simulator_id: &str
         if on {
             settings[name] = serde_json::Value::Bool(true);
         }
+    }
+    // Recorded only when on, for the same reason.
+    if let Some(demos) = &args.demos {
+        settings["demos"] = serde_json::json!({"log": demos, "count": args.demo_count});
     }
     // Recorded only when PostgreSQL is used, for the same reason (the URL is not recorded: it
     // may hold a password, and a run may continue on another server with the same data).

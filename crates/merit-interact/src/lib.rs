@@ -71,8 +71,8 @@ pub use judge::{Cell, FailReason, Verdict};
 pub use meta::{DatabaseMeta, KnowledgeEntry, KnowledgeView, VisibleKnowledge};
 pub use pg::{PostgresBackend, PostgresServer};
 pub use runlog::{
-    read_log, run_tasks, run_tasks_with_memory, EpisodeLog, EpisodeRecord, LogError, MemoryRun,
-    MemoryUsage, RunError, RunSpec, RunSummary,
+    read_log, run_tasks, run_tasks_with_demos, run_tasks_with_memory, EpisodeLog, EpisodeRecord,
+    LogError, MemoryRun, MemoryUsage, RunError, RunSpec, RunSummary,
 };
 pub use simulator::model::{ModelSimulator, ModelSimulatorConfig};
 pub use simulator::{

@@ -35,7 +35,7 @@ use crate::env::{EnvConfig, Environment, Trajectory};
 use crate::error::InteractError;
 use crate::memory::{
     AdvisorConfig, Insight, InsightExtractor, InteractMemory, MemoryConfig, MemoryError, Retention,
-    RetrievalAdvisor, Selector, StreamPos, EPISODE_FILE, TURN_FILE,
+    RetrievalAdvisor, Selector, StaticDemos, StreamPos, EPISODE_FILE, TURN_FILE,
 };
 use crate::meta::DatabaseMeta;
 use crate::prompts::PROMPT_FAMILY;
@@ -361,7 +361,40 @@ where
     B: InteractBackend + Send,
     S: UserSimulator + Send,
 {
-    run_tasks_inner(spec, agent, None, make_backend, make_simulator, on_episode)
+    run_tasks_inner(
+        spec,
+        agent,
+        None,
+        None,
+        make_backend,
+        make_simulator,
+        on_episode,
+    )
+}
+
+/// [`run_tasks`] for the Demo agent: every episode gets the same static demonstrations with
+/// its opening message (see [`StaticDemos`]).
+pub fn run_tasks_with_demos<B, S>(
+    spec: &RunSpec<'_>,
+    agent: &ReactAgent,
+    demos: &StaticDemos,
+    make_backend: impl FnMut(&DatabaseMeta) -> Result<B, InteractError>,
+    make_simulator: impl FnMut(&Task) -> S,
+    on_episode: impl FnMut(&EpisodeRecord),
+) -> Result<RunSummary, RunError>
+where
+    B: InteractBackend + Send,
+    S: UserSimulator + Send,
+{
+    run_tasks_inner(
+        spec,
+        agent,
+        None,
+        Some(demos),
+        make_backend,
+        make_simulator,
+        on_episode,
+    )
 }
 
 /// The long-term memory of a run (see the module docs).
@@ -452,6 +485,7 @@ where
         spec,
         agent,
         Some(memory),
+        None,
         make_backend,
         make_simulator,
         on_episode,
@@ -496,6 +530,7 @@ fn run_tasks_inner<B, S>(
     spec: &RunSpec<'_>,
     agent: &ReactAgent,
     memory_run: Option<&MemoryRun<'_>>,
+    demos: Option<&StaticDemos>,
     mut make_backend: impl FnMut(&DatabaseMeta) -> Result<B, InteractError>,
     mut make_simulator: impl FnMut(&Task) -> S,
     mut on_episode: impl FnMut(&EpisodeRecord),
@@ -642,7 +677,12 @@ where
                                     );
                                     agent.run_with_memory(&mut env, &mut advisor)
                                 }
-                                _ => agent.run(&mut env),
+                                _ => match demos {
+                                    Some(demos) => {
+                                        agent.run_with_memory(&mut env, &mut demos.clone())
+                                    }
+                                    None => agent.run(&mut env),
+                                },
                             }
                         },
                     ));

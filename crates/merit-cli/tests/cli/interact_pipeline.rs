@@ -809,6 +809,43 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
             .all(|r| r["injections"][0]["selector"] == baseline));
     }
 
+    // The Demo agent: the training run's first two successes shown to every episode.
+    let demo = path("demo");
+    let demo_log = format!("{train}/episodes.jsonl");
+    merit(
+        &[
+            "interact",
+            "run",
+            "--tasks",
+            tasks_arg,
+            "--db-root",
+            root,
+            "--out",
+            &demo,
+            "--demos",
+            &demo_log,
+            "--demo-count",
+            "2",
+        ],
+        &server,
+        &cache,
+        true,
+    );
+    let logged = lines(&dir.path().join("demo/episodes.jsonl"));
+    assert_eq!(logged.len(), 6);
+    assert!(logged
+        .iter()
+        .all(|r| r["injections"][0]["selector"] == "demo"));
+    assert!(
+        logged[5]["injections"][0]["chosen"]
+            .as_array()
+            .unwrap()
+            .len()
+            == 2
+    );
+    let settings = std::fs::read_to_string(dir.path().join("demo/settings.json")).unwrap();
+    assert!(settings.contains("\"demos\""), "{settings}");
+
     // 6. The counterfactual at a frozen turn, with all four arms: first two episodes, then
     // the rest, continuing from the forks the first invocation logged.
     let forks = path("forks.md");

@@ -40,6 +40,7 @@
 //! layout for a policy network), so a learned policy needs nothing else from this module.
 
 pub mod advisor;
+pub mod demo;
 pub mod episode;
 pub mod insight;
 pub mod online;
@@ -50,6 +51,7 @@ pub mod topick;
 pub mod turn;
 
 pub use advisor::{AdvisorConfig, RetrievalAdvisor};
+pub use demo::{DemoError, StaticDemos};
 pub use episode::{EpisodeMemory, EpisodeQuery, EpisodeStep};
 pub use insight::{InfoGap, Insight, InsightConfig, InsightExtractor, InsightOutcome};
 pub use online::{MemRlSelector, MementoSelector, OnlineSelector};

@@ -259,3 +259,75 @@ fn episodes_at_once_finish_out_of_order_and_are_logged_in_task_order() {
     assert_eq!((again.ran, again.already_logged), (0, 6));
     assert!(model.seen().is_empty());
 }
+
+#[test]
+fn the_demo_agent_shows_the_same_solved_examples_to_every_other_task() {
+    use crate::common::request_text;
+    use merit_interact::memory::StaticDemos;
+    use merit_interact::run_tasks_with_demos;
+    let (dir, set, ids) = three_tasks();
+    // A "training" run whose log supplies the demonstrations.
+    let train = dir.path().join("train/episodes.jsonl");
+    run(
+        &set,
+        &ids,
+        &train,
+        ScriptedModel::replies("solver", vec![SOLVE.into()]),
+    )
+    .unwrap();
+    let records = read_log(&train).unwrap().records;
+    let demos = StaticDemos::from_records(&records, 2).unwrap();
+    assert_eq!(demos.instance_ids(), vec!["alien_9501", "alien_9502"]);
+    // No success, no demonstrations: a clear error.
+    let mut failed = records.clone();
+    for record in &mut failed {
+        record.trajectory.outcome.reward = 0.0;
+    }
+    let error = StaticDemos::from_records(&failed, 2).unwrap_err();
+    assert!(
+        error.to_string().contains("no successful episode"),
+        "{error}"
+    );
+
+    let model = ScriptedModel::replies("solver", vec![SOLVE.into()]);
+    let log = dir.path().join("demo/episodes.jsonl");
+    let spec = RunSpec {
+        set: &set,
+        instance_ids: &ids,
+        log: &log,
+        env: EnvConfig::default(),
+        simulator_model: None,
+        episodes_at_once: 1,
+    };
+    let agent = ReactAgent::new(model.clone(), AgentConfig::default());
+    run_tasks_with_demos(
+        &spec,
+        &agent,
+        &demos,
+        sqlite_backend,
+        |_| ScriptedSimulator::default(),
+        |_| {},
+    )
+    .unwrap();
+    let prompts: Vec<String> = model.seen().iter().map(request_text).collect();
+    assert_eq!(prompts.len(), 3);
+    // Task 1 and 2 are demonstrations themselves: each sees only the other one; task 3 both.
+    let examples = |text: &str| text.matches("[Example ").count();
+    assert_eq!(
+        prompts.iter().map(|p| examples(p)).collect::<Vec<_>>(),
+        vec![1, 1, 2]
+    );
+    assert!(prompts[2].contains("Worked examples"));
+    assert!(
+        prompts[2].contains("submit(\"SELECT COUNT(*) FROM observatories WHERE airtempc > 20\")")
+    );
+    let logged = read_log(&log).unwrap().records;
+    let chosen: Vec<Vec<u64>> = logged
+        .iter()
+        .map(|r| r.injections[0].chosen.clone())
+        .collect();
+    assert_eq!(chosen, vec![vec![1], vec![0], vec![0, 1]]);
+    assert!(logged
+        .iter()
+        .all(|r| r.injections.len() == 1 && r.injections[0].selector == "demo"));
+}
