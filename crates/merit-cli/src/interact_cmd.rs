@@ -6,7 +6,7 @@ use crate::ask_cmd::reexec_with_bounded_openmp_spin;
 use crate::interact_learn_cmd::{build_embedder, chat, open_store, ChatArgs};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
-use merit_interact::agent::{AgentConfig, ReactAgent, ToolCallMode};
+use merit_interact::agent::{AgentConfig, AgentStyle, ReactAgent, ToolCallMode};
 use merit_interact::memory::{
     AdvisorConfig, Bm25Selector, CosineSelector, InsightConfig, InsightExtractor, Level,
     MemRlSelector, MementoSelector, MemoryConfig, ModelSelector, OnlineSelector, Retention,
@@ -155,6 +155,10 @@ pub struct InteractRunArgs {
     budget: crate::interact_learn_cmd::AgentBudgetArgs,
     #[command(flatten)]
     memory: MemoryArgs,
+    /// Which agent: the interactive ReAct agent, or `vanilla`, the non-agentic LLM baseline
+    /// (schema and request in, one query per phase out; no questions, no memory).
+    #[arg(long, value_enum, default_value_t = AgentArg::React)]
+    agent: AgentArg,
     /// The Demo agent: show the first `--demo-count` successful episodes of this episode log
     /// (a training-split run's `episodes.jsonl`) to every episode as fixed worked examples.
     #[arg(long, conflicts_with = "memory")]
@@ -169,6 +173,13 @@ pub struct InteractRunArgs {
     /// one in a near tie, and the reply cache keeps whichever came first.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=16))]
     parallel: u16,
+}
+
+/// `--agent` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum AgentArg {
+    React,
+    Vanilla,
 }
 
 /// `--tool-calls` values.
@@ -532,7 +543,7 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
     // One process per run directory (its log is append-only).
     let _lock = crate::files::lock_run_dir(&args.out)?;
 
-    check_episodes_at_once(&args)?;
+    check_run_options(&args)?;
     let parallel = usize::from(args.parallel);
     let store = open_store(args.cache.as_ref())?;
     let model = crate::interact_learn_cmd::chat_with_parallel(&args.chat, &store, parallel)?;
@@ -543,6 +554,10 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
                 ToolCallsArg::Auto => ToolCallMode::Auto,
                 ToolCallsArg::Text => ToolCallMode::Text,
                 ToolCallsArg::Native => ToolCallMode::Native,
+            },
+            style: match args.agent {
+                AgentArg::React => AgentStyle::React,
+                AgentArg::Vanilla => AgentStyle::Vanilla,
             },
             ..args.budget.agent_config()
         },
@@ -746,7 +761,10 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
 
 /// Refuses `--parallel` above 1 where episodes depend on the ones before them: a memory that
 /// is written, or an online selector (MemRL, Memento) that learns from every episode.
-fn check_episodes_at_once(args: &InteractRunArgs) -> Result<()> {
+fn check_run_options(args: &InteractRunArgs) -> Result<()> {
+    if args.agent == AgentArg::Vanilla && (args.memory.memory.is_some() || args.demos.is_some()) {
+        bail!("--agent vanilla takes no --memory or --demos: the baseline sees only the schema and the request");
+    }
     if args.parallel <= 1 {
         return Ok(());
     }
@@ -793,6 +811,9 @@ fn check_run_settings(args: &InteractRunArgs, model_id: &str, simulator_id: &str
         }
     }
     // Recorded only when on, for the same reason.
+    if args.agent == AgentArg::Vanilla {
+        settings["agent"] = serde_json::Value::String("vanilla".to_string());
+    }
     if let Some(demos) = &args.demos {
         settings["demos"] = serde_json::json!({"log": demos, "count": args.demo_count});
     }

@@ -56,8 +56,8 @@ pub mod task;
 
 pub use action::{ActionCall, Target};
 pub use agent::{
-    AgentConfig, AgentError, AgentStop, EpisodeResult, Injection, InjectionRecord, MemoryAdvisor,
-    NoMemory, ReactAgent, ToolCallMode,
+    AgentConfig, AgentError, AgentStop, AgentStyle, EpisodeResult, Injection, InjectionRecord,
+    MemoryAdvisor, NoMemory, ReactAgent, ToolCallMode,
 };
 pub use backend::{InteractBackend, PythonTarget, Rows, SqliteBackend, StatementFailure};
 pub use budget::{Budget, Coins, DEFAULT_PATIENCE};

@@ -23,6 +23,13 @@ pub const AGENT_SCHEMA: &str = include_str!("../prompts/agent_schema.txt");
 /// Every later user message of the agent (one observation).
 pub const AGENT_OBSERVATION: &str = include_str!("../prompts/agent_observation.txt");
 
+/// The non-agentic baseline's system message.
+pub const VANILLA_SYSTEM: &str = include_str!("../prompts/vanilla_system.txt");
+/// The non-agentic baseline's request message.
+pub const VANILLA_TASK: &str = include_str!("../prompts/vanilla_task.txt");
+/// The non-agentic baseline's follow-up message (phase 2).
+pub const VANILLA_FOLLOW_UP: &str = include_str!("../prompts/vanilla_follow_up.txt");
+
 /// The `prompt_version` of a request made from template `name`, e.g.
 /// `merit-interact-prompts-v1/agent`.
 pub fn version(name: &str) -> String {
@@ -63,6 +70,9 @@ mod tests {
             (AGENT_TASK, &["opening"][..]),
             (AGENT_SCHEMA, &["schema"][..]),
             (AGENT_OBSERVATION, &["observation", "hint"][..]),
+            (VANILLA_SYSTEM, &["dialect"][..]),
+            (VANILLA_TASK, &["schema", "request"][..]),
+            (VANILLA_FOLLOW_UP, &["request"][..]),
         ] {
             assert_eq!(slots(template), expected);
             for slot in expected {

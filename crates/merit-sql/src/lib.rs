@@ -12,6 +12,7 @@
 //! The [`Database`] trait is the boundary: evaluators, the oracle and agents only see it, so a
 //! PostgreSQL backend can sit beside [`SqliteDatabase`] without touching them.
 
+pub mod extract;
 mod scratch;
 mod sqlite;
 mod statement;

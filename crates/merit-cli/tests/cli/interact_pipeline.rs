@@ -85,6 +85,8 @@ fn chat(body: &Value) -> Value {
         json!({"role": "assistant", "content": r#"{"worked": ["submitted a count"], "failed": [], "key_insight": "Warm means airtempc above 20.", "info_gaps": []}"#})
     } else if text.contains("You play the person who asked") {
         json!({"role": "assistant", "content": "VERDICT: unanswerable"})
+    } else if text.contains("You cannot ask the user anything") {
+        json!({"role": "assistant", "content": format!("```sql\n{RIGHT}\n```")})
     } else if body.get("tools").is_some() {
         json!({"role": "assistant", "content": "Thought: I know this one.", "tool_calls": [
             {"id": "call_1", "type": "function",
@@ -808,6 +810,50 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
             .iter()
             .all(|r| r["injections"][0]["selector"] == baseline));
     }
+
+    // The non-agentic baseline: one query per task, no tools, no memory.
+    let vanilla = path("vanilla");
+    merit(
+        &[
+            "interact",
+            "run",
+            "--tasks",
+            tasks_arg,
+            "--db-root",
+            root,
+            "--out",
+            &vanilla,
+            "--agent",
+            "vanilla",
+        ],
+        &server,
+        &cache,
+        true,
+    );
+    let logged = lines(&dir.path().join("vanilla/episodes.jsonl"));
+    assert_eq!(logged.len(), 6);
+    assert!(logged
+        .iter()
+        .all(|r| r["turns"].as_array().unwrap().len() == 1
+            && r["trajectory"]["outcome"]["phase1_passed"] == true));
+    let refused = Command::new(env!("CARGO_BIN_EXE_merit"))
+        .args(["interact", "run", "--tasks", tasks_arg, "--db-root", root])
+        .args(["--out", &path("refused-vanilla"), "--agent", "vanilla"])
+        .args([
+            "--memory",
+            "cosine",
+            "--llm-url",
+            &server,
+            "--llm-model",
+            "stand-in",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && stderr.contains("--agent vanilla"),
+        "{stderr}"
+    );
 
     // The Demo agent: the training run's first two successes shown to every episode.
     let demo = path("demo");

@@ -12,6 +12,9 @@
 //! Every model call goes through [`ChatModel`] with greedy decoding and the prompt version
 //! `merit-interact-prompts-v1/agent`; pass the cached model to get the reply cache.
 //!
+//! With [`AgentStyle::Vanilla`] the same type runs the paper's non-agentic baseline instead
+//! (see `vanilla.rs`): one query per phase from the schema and the request.
+//!
 //! # Native tool calls
 //! With [`ToolCallMode::Auto`] (the default) the agent declares the nine actions as tools
 //! ([`parse::tool_specs`]) when the backend supports native calls
@@ -37,6 +40,7 @@
 //! (`crate::memory::advisor` implements it over the dual-level memory).
 
 pub mod parse;
+mod vanilla;
 
 use crate::backend::InteractBackend;
 use crate::env::{Environment, Trajectory, TrajectoryStep, DEFAULT_MAX_TURNS};
@@ -101,6 +105,21 @@ pub struct AgentConfig {
     /// then often ask for the schema again and again. Off by default (the protocol's form).
     #[serde(default)]
     pub schema_in_opening: bool,
+    /// The ReAct agent, or the non-agentic baseline (one query per phase; see
+    /// `agent/vanilla.rs`).
+    #[serde(default)]
+    pub style: AgentStyle,
+}
+
+/// Which agent runs the episode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentStyle {
+    /// The interactive ReAct agent (the paper's agent and every memory arm).
+    #[default]
+    React,
+    /// The non-agentic LLM baseline: schema and request in, one query per phase out.
+    Vanilla,
 }
 
 impl Default for AgentConfig {
@@ -113,6 +132,7 @@ impl Default for AgentConfig {
             tool_calls: ToolCallMode::Auto,
             fold_repeats: false,
             schema_in_opening: false,
+            style: AgentStyle::React,
         }
     }
 }
@@ -153,6 +173,9 @@ pub enum AgentStop {
     EpisodeEnded,
     /// [`AgentConfig::max_turns`] model calls were made first.
     TurnCap,
+    /// The non-agentic baseline gave its one answer for the phase it was in and that answer
+    /// failed (it does not try again).
+    Answered,
     /// The model refused the request as invalid (in practice: the conversation outgrew the
     /// context window). Deterministic, so the episode is recorded as unfinished instead of
     /// failing the run.
@@ -355,12 +378,20 @@ impl ReactAgent {
         self.run_inner(env, advisor, prefix)
     }
 
+    /// The decoding settings of every call: greedy.
+    fn decoding(&self) -> Decoding {
+        Decoding::default()
+    }
+
     fn run_inner<B: InteractBackend, S: UserSimulator>(
         &self,
         env: &mut Environment<B, S>,
         advisor: &mut dyn MemoryAdvisor,
         prefix: &[AgentTurn],
     ) -> Result<EpisodeResult, AgentError> {
+        if self.config.style == AgentStyle::Vanilla {
+            return self.run_vanilla(env);
+        }
         let mut injections = Vec::new();
         let mut with_memory = |message: &mut ChatMessage, injection: Option<Injection>| {
             if let Some(injection) = injection {

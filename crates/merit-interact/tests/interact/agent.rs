@@ -597,3 +597,73 @@ fn a_server_that_rejects_tools_switches_the_agent_to_text() {
     );
     assert!(!text_only.uses_native_tools());
 }
+
+fn vanilla() -> AgentConfig {
+    AgentConfig {
+        style: merit_interact::AgentStyle::Vanilla,
+        ..AgentConfig::default()
+    }
+}
+
+#[test]
+fn the_vanilla_baseline_answers_each_phase_once_from_the_schema() {
+    let (_dir, set) = custom_tasks(&[warm_task("alien_9120", true)]);
+    let mut env = environment(&set, "alien_9120", simulator(), EnvConfig::default());
+    let replies = vec![
+        "Here it is:\n```sql\nSELECT COUNT(*) FROM observatories WHERE airtempc > 20;\n```"
+            .to_string(),
+        "```sql\nSELECT COUNT(*) FROM observatories WHERE airtempc > 20 AND weathprofile = 'Clear'\n```"
+            .to_string(),
+    ];
+    let model = ScriptedModel::replies("vanilla", replies);
+    let result = ReactAgent::new(model.clone(), vanilla())
+        .run(&mut env)
+        .unwrap();
+    let outcome = result.trajectory.outcome;
+    assert!(
+        outcome.phase1_passed && outcome.phase2_passed,
+        "{outcome:?}"
+    );
+    assert_eq!(result.stop, AgentStop::EpisodeEnded);
+    assert_eq!(result.turns.len(), 2);
+    // Only submissions: no question, no exploration.
+    assert!(result
+        .trajectory
+        .steps
+        .iter()
+        .all(|step| step.action.name == "submit" && step.action.target == Target::User));
+    let seen = model.seen();
+    assert!(seen.iter().all(|r| r.prompt_version.ends_with("/vanilla")));
+    let first = request_text(&seen[0]);
+    assert!(first.contains("How many observatories have warm weather?"));
+    assert!(
+        first.contains("observatories") && first.contains("airtempc"),
+        "{first}"
+    );
+    assert!(!first.contains("Action"), "{first}");
+    // The follow-up continues the conversation.
+    let second = request_text(&seen[1]);
+    assert!(
+        second.contains("And how many of those are clear?"),
+        "{second}"
+    );
+    assert_eq!(seen[1].messages.len(), 4);
+}
+
+#[test]
+fn the_vanilla_baseline_stops_after_one_failed_answer() {
+    let (_dir, set) = custom_tasks(&[warm_task("alien_9121", true)]);
+    let mut env = environment(&set, "alien_9121", simulator(), EnvConfig::default());
+    let model = ScriptedModel::replies(
+        "vanilla",
+        vec!["I would count the observatories.".to_string()],
+    );
+    let result = ReactAgent::new(model.clone(), vanilla())
+        .run(&mut env)
+        .unwrap();
+    assert_eq!(result.stop, AgentStop::Answered);
+    assert_eq!(model.seen().len(), 1);
+    assert_eq!(result.agent_usage.unreadable_replies, 1);
+    assert!(!result.trajectory.outcome.phase1_passed);
+    assert_eq!(result.trajectory.steps.len(), 1);
+}

@@ -20,7 +20,7 @@
 //! The result is trimmed and carries no trailing `;`. A reply without any query yields
 //! [`NoSqlInReply`].
 
-use merit_sql::split_first_statement;
+use crate::split_first_statement;
 
 /// The reply contains no SQL query that could be extracted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
