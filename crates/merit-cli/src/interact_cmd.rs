@@ -159,6 +159,14 @@ pub struct InteractRunArgs {
     /// (schema and request in, one query per phase out; no questions, no memory).
     #[arg(long, value_enum, default_value_t = AgentArg::React)]
     agent: AgentArg,
+    /// Sample the agent's replies at this temperature (default 0: greedy). With several
+    /// `--sample-seed`s, the runs are the independent tries of Pass@k (`merit interact report
+    /// --pass-at-k`).
+    #[arg(long, default_value_t = 0.0)]
+    temperature: f32,
+    /// The sampling seed of every agent call (with `--temperature` above 0).
+    #[arg(long, default_value_t = 0)]
+    sample_seed: u64,
     /// The Demo agent: show the first `--demo-count` successful episodes of this episode log
     /// (a training-split run's `episodes.jsonl`) to every episode as fixed worked examples.
     #[arg(long, conflicts_with = "memory")]
@@ -317,6 +325,11 @@ pub struct InteractReportArgs {
     /// and phase 2 success with 95% bootstrap intervals (tasks resampled).
     #[arg(long)]
     baseline: Option<PathBuf>,
+    /// Treat the runs as independent tries of one configuration (e.g. sampled runs with
+    /// different `--sample-seed`s): Pass@k of phase 1 for k = 1..number of runs over the tasks
+    /// every run holds, and the mean and sd of the success rate across runs.
+    #[arg(long)]
+    pass_at_k: bool,
     /// Bootstrap resamples.
     #[arg(long, default_value_t = 10_000)]
     resamples: usize,
@@ -555,6 +568,8 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
                 ToolCallsArg::Text => ToolCallMode::Text,
                 ToolCallsArg::Native => ToolCallMode::Native,
             },
+            temperature: args.temperature,
+            sample_seed: args.sample_seed,
             style: match args.agent {
                 AgentArg::React => AgentStyle::React,
                 AgentArg::Vanilla => AgentStyle::Vanilla,
@@ -762,6 +777,9 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
 /// Refuses `--parallel` above 1 where episodes depend on the ones before them: a memory that
 /// is written, or an online selector (MemRL, Memento) that learns from every episode.
 fn check_run_options(args: &InteractRunArgs) -> Result<()> {
+    if !(args.temperature.is_finite() && (0.0..=2.0).contains(&args.temperature)) {
+        bail!("--temperature {} is outside 0 to 2", args.temperature);
+    }
     if args.agent == AgentArg::Vanilla && (args.memory.memory.is_some() || args.demos.is_some()) {
         bail!("--agent vanilla takes no --memory or --demos: the baseline sees only the schema and the request");
     }
@@ -811,6 +829,10 @@ fn check_run_settings(args: &InteractRunArgs, model_id: &str, simulator_id: &str
         }
     }
     // Recorded only when on, for the same reason.
+    if args.temperature > 0.0 {
+        settings["sampling"] =
+            serde_json::json!({"temperature": args.temperature, "seed": args.sample_seed});
+    }
     if args.agent == AgentArg::Vanilla {
         settings["agent"] = serde_json::Value::String("vanilla".to_string());
     }
@@ -1107,23 +1129,33 @@ fn compare(
 
 fn render_comparisons(comparisons: &[PairedComparison]) -> String {
     let mut out = String::from(
-        "| run | vs baseline | common tasks | Δ phase 1 (pp) [95% CI] | Δ phase 2 (pp) [95% CI] |\n\
-         |---|---|---:|---:|---:|\n",
+        "| run | vs baseline | common tasks | Δ phase 1 (pp) [95% CI] | phase 1 won / lost | sign test p | Δ phase 2 (pp) [95% CI] | phase 2 won / lost | sign test p |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for c in comparisons {
         out.push_str(&format!(
-            "| {} | {} | {} | {:+.1} [{:+.1}, {:+.1}] | {:+.1} [{:+.1}, {:+.1}] |\n",
+            "| {} | {} | {} | {:+.1} [{:+.1}, {:+.1}] | {} / {} | {} | {:+.1} [{:+.1}, {:+.1}] | {} / {} | {} |\n",
             c.run,
             c.baseline,
             c.common_tasks,
             c.phase1.delta_pp,
             c.phase1.ci_low_pp,
             c.phase1.ci_high_pp,
+            c.phase1.a_better,
+            c.phase1.b_better,
+            merit_lab::report::format_p(c.phase1.sign_test_p),
             c.phase2.delta_pp,
             c.phase2.ci_low_pp,
-            c.phase2.ci_high_pp
+            c.phase2.ci_high_pp,
+            c.phase2.a_better,
+            c.phase2.b_better,
+            merit_lab::report::format_p(c.phase2.sign_test_p),
         ));
     }
+    out.push_str(
+        "\nTasks resampled with replacement; won / lost counts the tasks this run passed and the \
+         baseline failed, and the reverse; the exact two-sided sign test leaves ties out.\n",
+    );
     out
 }
 
@@ -1189,8 +1221,14 @@ fn report(args: InteractReportArgs) -> Result<()> {
         Some(baseline) => compare(&args.runs, baseline, args.resamples, args.bootstrap_seed)?,
         None => Vec::new(),
     };
+    let tries = match args.pass_at_k {
+        true => Some(repeated_tries(&args.runs)?),
+        false => None,
+    };
     if args.json {
-        let report = serde_json::json!({"runs": summaries, "comparisons": comparisons});
+        let report = serde_json::json!({
+            "runs": summaries, "comparisons": comparisons, "repeated_tries": tries,
+        });
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", render(&summaries));
@@ -1200,6 +1238,76 @@ fn report(args: InteractReportArgs) -> Result<()> {
             println!();
             print!("{}", render_comparisons(&comparisons));
         }
+        if let Some(tries) = &tries {
+            println!();
+            print!("{}", render_repeated_tries(tries));
+        }
     }
     Ok(())
+}
+
+/// Runs read as independent tries of one configuration.
+#[derive(Debug, Serialize)]
+struct RepeatedTries {
+    runs: usize,
+    /// Tasks logged in every run.
+    common_tasks: usize,
+    /// Pass@k of phase 1 for k = 1..runs.
+    pass_at_k: Vec<f64>,
+    /// Phase-1 success rate of each run on the common tasks.
+    success_per_run: Vec<f64>,
+    success_mean: f64,
+    success_sd: f64,
+}
+
+fn repeated_tries(runs: &[PathBuf]) -> Result<RepeatedTries> {
+    let logs: Vec<std::collections::BTreeMap<String, bool>> = runs
+        .iter()
+        .map(|dir| -> Result<_> {
+            Ok(read_log(&dir.join(LOG_FILE))
+                .with_context(|| format!("cannot read the log of {}", dir.display()))?
+                .records
+                .into_iter()
+                .map(|r| (r.instance_id, r.trajectory.outcome.phase1_passed))
+                .collect())
+        })
+        .collect::<Result<_>>()?;
+    let Some((first, rest)) = logs.split_first() else {
+        bail!("--pass-at-k needs at least one run");
+    };
+    let passed: Vec<Vec<bool>> = first
+        .iter()
+        .filter_map(|(id, &pass)| {
+            let others: Option<Vec<bool>> = rest.iter().map(|log| log.get(id).copied()).collect();
+            others.map(|others| std::iter::once(pass).chain(others).collect())
+        })
+        .collect();
+    let pass_at_k = merit_lab::stats::pass_at_k_curve(&passed)
+        .ok_or_else(|| anyhow!("the runs have no task in common"))?;
+    let success_per_run: Vec<f64> = (0..runs.len())
+        .map(|r| passed.iter().filter(|tries| tries[r]).count() as f64 / passed.len() as f64)
+        .collect();
+    let (success_mean, success_sd) = merit_lab::stats::mean_and_sample_sd(&success_per_run);
+    Ok(RepeatedTries {
+        runs: runs.len(),
+        common_tasks: passed.len(),
+        pass_at_k,
+        success_per_run,
+        success_mean,
+        success_sd,
+    })
+}
+
+fn render_repeated_tries(tries: &RepeatedTries) -> String {
+    let mut out = format!(
+        "Repeated tries: {} runs on {} common tasks; phase-1 success {:.1}% ± {:.1} (mean ± sd over runs)\n\n| k | Pass@k (phase 1) |\n|---:|---:|\n",
+        tries.runs,
+        tries.common_tasks,
+        100.0 * tries.success_mean,
+        100.0 * tries.success_sd
+    );
+    for (k, value) in tries.pass_at_k.iter().enumerate() {
+        out.push_str(&format!("| {} | {:.1}% |\n", k + 1, 100.0 * value));
+    }
+    out
 }

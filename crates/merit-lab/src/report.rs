@@ -317,20 +317,30 @@ pub fn render_markdown(report: &Report) -> String {
             out,
             "\n## Table 2: paired query-level comparison (merit minus method)\n"
         );
-        let _ = writeln!(out, "| Comparison | Δ pp | 95% CI |");
-        let _ = writeln!(out, "| --- | --- | --- |");
+        let _ = writeln!(
+            out,
+            "| Comparison | Δ pp | 95% CI | queries better: merit / other | exact sign test p |"
+        );
+        let _ = writeln!(out, "| --- | --- | --- | --- | --- |");
         for c in &report.comparisons {
             let d = &c.difference;
             let _ = writeln!(
                 out,
-                "| {} | {:+.2} | [{:+.2}, {:+.2}] |",
-                c.against, d.delta_pp, d.ci_low_pp, d.ci_high_pp
+                "| {} | {:+.2} | [{:+.2}, {:+.2}] | {} / {} | {} |",
+                c.against,
+                d.delta_pp,
+                d.ci_low_pp,
+                d.ci_high_pp,
+                d.a_better,
+                d.b_better,
+                format_p(d.sign_test_p)
             );
         }
         let _ = writeln!(
             out,
             "\nQueries resampled with replacement, each keeping its outcomes across seeds; \
-             {BOOTSTRAP_RESAMPLES} resamples, seed {BOOTSTRAP_SEED}."
+             {BOOTSTRAP_RESAMPLES} resamples, seed {BOOTSTRAP_SEED}. A query counts as better \
+             for a method when it is correct under more seeds; the sign test leaves ties out."
         );
     }
     let _ = writeln!(
@@ -559,5 +569,14 @@ mod tests {
             .warnings
             .iter()
             .any(|w| w.contains("iterative ran seeds")));
+    }
+}
+
+/// A p-value for a table: three significant digits, or `< 0.001`.
+pub fn format_p(p: f64) -> String {
+    if p < 0.001 {
+        "< 0.001".to_string()
+    } else {
+        format!("{p:.3}")
     }
 }

@@ -29,6 +29,61 @@ pub struct PairedDifference {
     pub ci_high_pp: f64,
     /// Bootstrap resamples drawn.
     pub resamples: usize,
+    /// Queries where A did better than B (summed over seeds).
+    #[serde(default)]
+    pub a_better: u64,
+    /// Queries where B did better than A.
+    #[serde(default)]
+    pub b_better: u64,
+    /// Two-sided exact sign test over those queries (ties left out): the probability of a
+    /// split at least this uneven if each query were a fair coin. 1 when no query differs.
+    #[serde(default = "no_difference_p")]
+    pub sign_test_p: f64,
+}
+
+fn no_difference_p() -> f64 {
+    1.0
+}
+
+/// The two-sided exact sign test: `a` and `b` are the numbers of pairs favouring each side
+/// (ties removed). Under the null each pair favours either side with probability ½, so the
+/// p-value is twice the binomial tail of the smaller count, capped at 1; 1 when `a + b = 0`.
+/// Computed in log space, so it stays exact enough for thousands of pairs.
+pub fn exact_sign_test(a: u64, b: u64) -> f64 {
+    let n = a + b;
+    if n == 0 {
+        return 1.0;
+    }
+    let smaller = a.min(b);
+    let ln_half_n = n as f64 * 0.5f64.ln();
+    // ln C(n, i), built up term by term.
+    let mut ln_choose = 0.0f64;
+    let mut tail = 0.0f64;
+    for i in 0..=smaller {
+        if i > 0 {
+            ln_choose += ((n - i + 1) as f64).ln() - (i as f64).ln();
+        }
+        tail += (ln_choose + ln_half_n).exp();
+    }
+    (2.0 * tail).min(1.0)
+}
+
+/// The unbiased pass@k estimate for one task that passed `c` of `n` independent tries:
+/// the chance that at least one of `k` tries drawn without replacement from the `n` passed,
+/// `1 − C(n−c, k) / C(n, k)` (as a product, so large `n` cannot overflow). `k` must be at
+/// most `n`.
+pub fn pass_at_k(n: u64, c: u64, k: u64) -> f64 {
+    assert!(
+        k >= 1 && k <= n && c <= n,
+        "pass@k needs 1 <= k <= n and c <= n"
+    );
+    if n - c < k {
+        return 1.0;
+    }
+    let all_fail: f64 = ((n - c + 1)..=n)
+        .map(|i| 1.0 - k as f64 / i as f64)
+        .product();
+    1.0 - all_fail
 }
 
 /// Why a bootstrap could not run.
@@ -103,17 +158,100 @@ pub fn paired_cluster_bootstrap(
         let rank = ((p * statistics.len() as f64).ceil() as usize).clamp(1, statistics.len());
         statistics[rank - 1]
     };
+    let a_better = per_query.iter().filter(|&&d| d > 0).count() as u64;
+    let b_better = per_query.iter().filter(|&&d| d < 0).count() as u64;
     Ok(PairedDifference {
         delta_pp,
         ci_low_pp: percentile(0.025),
         ci_high_pp: percentile(0.975),
         resamples,
+        a_better,
+        b_better,
+        sign_test_p: exact_sign_test(a_better, b_better),
     })
+}
+
+/// Pass@k for k = 1..=n over tasks that each had `n` independent tries: `passed[t][r]` says
+/// whether try `r` of task `t` passed. Returns the mean over tasks of [`pass_at_k`] for each
+/// k, or `None` when there are no tasks or the tasks have different numbers of tries.
+pub fn pass_at_k_curve(passed: &[Vec<bool>]) -> Option<Vec<f64>> {
+    let n = passed.first()?.len();
+    if n == 0 || passed.iter().any(|tries| tries.len() != n) {
+        return None;
+    }
+    Some(
+        (1..=n as u64)
+            .map(|k| {
+                passed
+                    .iter()
+                    .map(|tries| {
+                        let c = tries.iter().filter(|&&p| p).count() as u64;
+                        pass_at_k(n as u64, c, k)
+                    })
+                    .sum::<f64>()
+                    / passed.len() as f64
+            })
+            .collect(),
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sign_test_matches_binomial_tables() {
+        // 10 pairs all one way: 2 × 0.5^10.
+        assert!((exact_sign_test(10, 0) - 2.0 / 1024.0).abs() < 1e-12);
+        // 7 vs 3: 2 × (1 + 10 + 45 + 120) / 1024 = 0.34375.
+        assert!((exact_sign_test(7, 3) - 0.34375).abs() < 1e-12);
+        assert!((exact_sign_test(3, 7) - 0.34375).abs() < 1e-12);
+        // Balanced splits and no difference at all give 1.
+        assert_eq!(exact_sign_test(5, 5), 1.0);
+        assert_eq!(exact_sign_test(0, 0), 1.0);
+        // 1 vs 0 cannot be significant.
+        assert_eq!(exact_sign_test(1, 0), 1.0);
+        // Large n stays finite and small: 600 vs 400 (p ≈ 2.6e-10).
+        let p = exact_sign_test(600, 400);
+        assert!(p > 1e-11 && p < 1e-9, "{p}");
+    }
+
+    #[test]
+    fn pass_at_k_is_the_unbiased_estimate() {
+        // One try: the pass rate.
+        assert!((pass_at_k(5, 2, 1) - 0.4).abs() < 1e-12);
+        // 1 − C(3,2)/C(5,2) = 1 − 3/10.
+        assert!((pass_at_k(5, 2, 2) - 0.7).abs() < 1e-12);
+        // Fewer failures than draws: certain.
+        assert_eq!(pass_at_k(5, 4, 2), 1.0);
+        assert_eq!(pass_at_k(5, 0, 5), 0.0);
+        assert_eq!(pass_at_k(5, 5, 1), 1.0);
+    }
+
+    #[test]
+    fn the_pass_at_k_curve_averages_over_tasks() {
+        let passed = vec![
+            vec![true, false, false],
+            vec![false, false, false],
+            vec![true, true, true],
+        ];
+        let curve = pass_at_k_curve(&passed).unwrap();
+        // k = 1: (1/3 + 0 + 1) / 3; k = 3: (1 + 0 + 1) / 3.
+        assert!((curve[0] - 4.0 / 9.0).abs() < 1e-12);
+        assert!((curve[1] - (2.0 / 3.0 + 1.0) / 3.0).abs() < 1e-12);
+        assert!((curve[2] - 2.0 / 3.0).abs() < 1e-12);
+        assert!(pass_at_k_curve(&[vec![true], vec![true, false]]).is_none());
+        assert!(pass_at_k_curve(&[]).is_none());
+    }
+
+    #[test]
+    fn the_bootstrap_reports_the_sign_test_of_its_queries() {
+        let a = vec![vec![1, 1], vec![1, 0], vec![0, 0], vec![1, 1]];
+        let b = vec![vec![0, 0], vec![0, 0], vec![0, 0], vec![1, 0]];
+        let d = paired_cluster_bootstrap(&a, &b, 200, 1).unwrap();
+        assert_eq!((d.a_better, d.b_better), (3, 0));
+        assert!((d.sign_test_p - 0.25).abs() < 1e-12);
+    }
 
     #[test]
     fn sample_sd_uses_n_minus_one() {

@@ -855,6 +855,44 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
         "{stderr}"
     );
 
+    // A sampled try (Pass@k): the sampling settings belong to the run directory.
+    let sampled = path("sampled");
+    merit(
+        &[
+            "interact",
+            "run",
+            "--tasks",
+            tasks_arg,
+            "--db-root",
+            root,
+            "--out",
+            &sampled,
+            "--temperature",
+            "0.8",
+            "--sample-seed",
+            "2",
+        ],
+        &server,
+        &cache,
+        true,
+    );
+    let settings = std::fs::read_to_string(dir.path().join("sampled/settings.json")).unwrap();
+    assert!(
+        settings.contains("\"sampling\"") && settings.contains("0.8"),
+        "{settings}"
+    );
+    let refused = Command::new(env!("CARGO_BIN_EXE_merit"))
+        .args(["interact", "run", "--tasks", tasks_arg, "--db-root", root])
+        .args(["--out", &path("refused-hot"), "--temperature", "9"])
+        .args(["--llm-url", &server, "--llm-model", "stand-in"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && stderr.contains("--temperature 9"),
+        "{stderr}"
+    );
+
     // The Demo agent: the training run's first two successes shown to every episode.
     let demo = path("demo");
     let demo_log = format!("{train}/episodes.jsonl");

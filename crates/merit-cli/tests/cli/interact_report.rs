@@ -158,6 +158,26 @@ fn report_compares_runs_with_a_baseline_and_leaves_logs_alone() {
     let text = String::from_utf8(output.stdout).unwrap();
     assert!(text.contains("| Δ phase 1 (pp) [95% CI]"), "{text}");
     assert!(text.contains("+66.7 ["), "{text}");
+    // Four tasks won, none lost: the exact sign test gives 2 × 0.5^4.
+    assert!(text.contains("| 4 / 0 | 0.125 |"), "{text}");
+    assert_eq!(phase1["a_better"], 4);
+    assert!((phase1["sign_test_p"].as_f64().unwrap() - 0.125).abs() < 1e-12);
+
+    // The two runs read as two tries of one configuration: Pass@1 is the mean success, and
+    // Pass@2 counts a task solved by either.
+    let output = Command::new(env!("CARGO_BIN_EXE_merit"))
+        .args(["interact", "report", "--pass-at-k"])
+        .arg(&good)
+        .arg(&bad)
+        .output()
+        .unwrap();
+    let tries = String::from_utf8(output.stdout).unwrap();
+    assert!(tries.contains("2 runs on 6 common tasks"), "{tries}");
+    assert!(tries.contains("phase-1 success 66.7% ± 47.1"), "{tries}");
+    assert!(
+        tries.contains("| 1 | 66.7% |") && tries.contains("| 2 | 100.0% |"),
+        "{tries}"
+    );
     // Every task is a Query task: the Management column says n/a, not a 0% rate.
     assert!(text.contains("| 100.0 / 0.0 | n/a |"), "{text}");
 }

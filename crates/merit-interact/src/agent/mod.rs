@@ -9,7 +9,8 @@
 //! adds a one-line format hint. The loop ends when the environment ends the episode (solved,
 //! budget, its own turn cap) or after [`AgentConfig::max_turns`] model calls.
 //!
-//! Every model call goes through [`ChatModel`] with greedy decoding and the prompt version
+//! Every model call goes through [`ChatModel`] with greedy decoding (or, for Pass@k, sampling
+//! at [`AgentConfig::temperature`] with [`AgentConfig::sample_seed`]) and the prompt version
 //! `merit-interact-prompts-v1/agent`; pass the cached model to get the reply cache.
 //!
 //! With [`AgentStyle::Vanilla`] the same type runs the paper's non-agentic baseline instead
@@ -109,6 +110,14 @@ pub struct AgentConfig {
     /// `agent/vanilla.rs`).
     #[serde(default)]
     pub style: AgentStyle,
+    /// Sampling temperature of the agent's calls; 0 (the default) is greedy. Above 0, runs
+    /// with different [`AgentConfig::sample_seed`]s are the independent tries of Pass@k.
+    #[serde(default)]
+    pub temperature: f32,
+    /// The seed sent with every sampled call (part of the reply-cache key, so a sampled run
+    /// replays exactly).
+    #[serde(default)]
+    pub sample_seed: u64,
 }
 
 /// Which agent runs the episode.
@@ -133,6 +142,8 @@ impl Default for AgentConfig {
             fold_repeats: false,
             schema_in_opening: false,
             style: AgentStyle::React,
+            temperature: 0.0,
+            sample_seed: 0,
         }
     }
 }
@@ -378,9 +389,14 @@ impl ReactAgent {
         self.run_inner(env, advisor, prefix)
     }
 
-    /// The decoding settings of every call: greedy.
+    /// The decoding settings of every call: greedy, or sampled with the configured
+    /// temperature and seed.
     fn decoding(&self) -> Decoding {
-        Decoding::default()
+        Decoding {
+            temperature: self.config.temperature,
+            seed: self.config.sample_seed,
+            ..Decoding::default()
+        }
     }
 
     fn run_inner<B: InteractBackend, S: UserSimulator>(
@@ -455,7 +471,7 @@ impl ReactAgent {
                 decoding: Decoding {
                     max_tokens: self.config.max_tokens,
                     stop: self.config.stop.clone(),
-                    ..Decoding::default()
+                    ..self.decoding()
                 },
                 prompt_version: prompts::version("agent"),
                 tools: if native { tool_specs() } else { Vec::new() },

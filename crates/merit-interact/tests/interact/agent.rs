@@ -667,3 +667,40 @@ fn the_vanilla_baseline_stops_after_one_failed_answer() {
     assert!(!result.trajectory.outcome.phase1_passed);
     assert_eq!(result.trajectory.steps.len(), 1);
 }
+
+#[test]
+fn a_sampled_agent_sends_its_temperature_and_seed_with_every_call() {
+    let (_dir, set) = custom_tasks(&[warm_task("alien_9122", false)]);
+    let mut env = environment(&set, "alien_9122", simulator(), EnvConfig::default());
+    let model = ScriptedModel::replies(
+        "sampled",
+        vec![
+            "Action: get_schema()".to_string(),
+            "Action: submit('SELECT COUNT(*) FROM observatories WHERE airtempc > 20')".to_string(),
+        ],
+    );
+    let config = AgentConfig {
+        temperature: 0.7,
+        sample_seed: 3,
+        ..AgentConfig::default()
+    };
+    ReactAgent::new(model.clone(), config)
+        .run(&mut env)
+        .unwrap();
+    let seen = model.seen();
+    assert_eq!(seen.len(), 2);
+    assert!(seen
+        .iter()
+        .all(|r| r.decoding.temperature == 0.7 && r.decoding.seed == 3));
+    // The default stays greedy.
+    let mut env = environment(&set, "alien_9122", simulator(), EnvConfig::default());
+    let model = ScriptedModel::replies("greedy", vec!["Action: get_schema()".to_string()]);
+    let config = AgentConfig {
+        max_turns: 1,
+        ..AgentConfig::default()
+    };
+    ReactAgent::new(model.clone(), config)
+        .run(&mut env)
+        .unwrap();
+    assert_eq!(model.seen()[0].decoding.temperature, 0.0);
+}
