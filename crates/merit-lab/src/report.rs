@@ -426,6 +426,15 @@ pub fn render_markdown(report: &Report) -> String {
     out
 }
 
+/// A p-value for a table: three significant digits, or `< 0.001`.
+pub fn format_p(p: f64) -> String {
+    if p < 0.001 {
+        "< 0.001".to_string()
+    } else {
+        format!("{p:.3}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -569,14 +578,5 @@ mod tests {
             .warnings
             .iter()
             .any(|w| w.contains("iterative ran seeds")));
-    }
-}
-
-/// A p-value for a table: three significant digits, or `< 0.001`.
-pub fn format_p(p: f64) -> String {
-    if p < 0.001 {
-        "< 0.001".to_string()
-    } else {
-        format!("{p:.3}")
     }
 }
