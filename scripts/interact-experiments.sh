@@ -125,7 +125,8 @@ record "$RESULTS/prm-agreement.md" "$MERIT" interact prm train \
 record "$RESULTS/turn-selector.md" "$MERIT" interact train-selector --level turn --run "$RUNS/train-cosine" \
   --prm "$RUNS/prm/student.safetensors" --out "$RUNS/selectors" --updates "$TURN_UPDATES" --batch "$TURN_BATCH"
 record "$RESULTS/episode-selector.md" "$MERIT" interact train-selector --level episode "${train_set[@]}" "${train_only[@]}" \
-  --memory-from "$RUNS/train-cosine/memory" --out "$RUNS/selectors" --updates "$EPISODE_UPDATES" --batch "$EPISODE_BATCH"
+  --memory-from "$RUNS/train-cosine/memory" --with-turn-selector "$RUNS/selectors/turn.safetensors" \
+  --out "$RUNS/selectors" --updates "$EPISODE_UPDATES" --batch "$EPISODE_BATCH"
 cp "$RUNS/selectors/"*-curve.svg "$RUNS/selectors/"*-curve.jsonl "$RUNS/selectors/"*-decisions.json "$RESULTS/"
 run "$MERIT" interact run "${eval_set[@]}" "${eval_only[@]}" --out "$RUNS/eval-learned" --memory learned \
   --episode-selector "$RUNS/selectors/episode.safetensors" \

@@ -326,6 +326,12 @@ pub struct TrainSelectorArgs {
     /// Episode level: the frozen memory folder the candidates come from (a run's `memory/`).
     #[arg(long, required_if_eq("level", "episode"))]
     memory_from: Option<PathBuf>,
+    /// Episode level: turn memory during the training episodes, chosen by this turn-level
+    /// checkpoint (or `cosine`), so the episode selector learns under the configuration it is
+    /// evaluated with (`--memory learned` reads both levels). Without it the training
+    /// episodes have episode memory only.
+    #[arg(long)]
+    with_turn_selector: Option<PathBuf>,
     /// Episode level: use the first N tasks only.
     #[arg(long)]
     limit: Option<usize>,
@@ -845,6 +851,22 @@ pub fn train_selector(args: TrainSelectorArgs) -> Result<()> {
                 ids.truncate(limit);
             }
             let memory = open_memory(memory_dir, embedder.as_ref())?;
+            let turn_selector: Option<Box<dyn merit_interact::memory::Selector>> = match &args
+                .with_turn_selector
+            {
+                None => None,
+                Some(path) if path.as_os_str() == "cosine" => {
+                    Some(Box::new(merit_interact::memory::CosineSelector::default()))
+                }
+                Some(path) => Some(Box::new(
+                    merit_learn::selector::LearnedSelector::load(
+                        path,
+                        Level::Turn,
+                        embedder.dimension(),
+                    )
+                    .with_context(|| format!("cannot load the turn selector {}", path.display()))?,
+                )),
+            };
             let model = chat(&args.chat, &store)?;
             let agent = ReactAgent::new(Arc::clone(&model), args.budget.agent_config());
             let spec = EpisodeTraining {
@@ -852,7 +874,7 @@ pub fn train_selector(args: TrainSelectorArgs) -> Result<()> {
                 instance_ids: &ids,
                 memory: &memory,
                 embedder: embedder.as_ref(),
-                turn_selector: None,
+                turn_selector: turn_selector.as_deref(),
                 retrieval,
                 env: EnvConfig::default(),
                 updates: args.updates,

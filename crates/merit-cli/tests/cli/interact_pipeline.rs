@@ -465,6 +465,8 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
             root,
             "--memory-from",
             &format!("{train}/memory"),
+            "--with-turn-selector",
+            &format!("{selectors}/turn.safetensors"),
             "--out",
             &selectors,
             "--updates",

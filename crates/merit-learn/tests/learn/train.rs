@@ -330,3 +330,74 @@ fn the_episode_selector_learns_from_terminal_rewards_and_changes_what_a_run_retr
         "cosine fails every task, the learned selector none"
     );
 }
+
+/// [`Model`], counting the agent prompts that carry a turn-level memory hint.
+struct CountingHints(std::sync::atomic::AtomicUsize);
+
+impl ChatModel for CountingHints {
+    fn id(&self) -> String {
+        Model.id()
+    }
+    fn chat(&self, request: &ChatRequest) -> Result<ChatReply, ModelError> {
+        let last = request.messages.last().map(|m| m.content.as_str());
+        if last.is_some_and(|text| text.contains("Memory hint:")) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        Model.chat(request)
+    }
+}
+
+#[test]
+fn episode_training_can_run_with_turn_memory_as_evaluation_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut records = vec![
+        task("alien_9801", REQUEST),
+        task("alien_9802", GOOD_REQUEST),
+    ];
+    let train_ids: Vec<String> = (20..24).map(|n| format!("alien_98{n}")).collect();
+    records.extend(train_ids.iter().map(|id| task(id, REQUEST)));
+    let file = dir.path().join("tasks.jsonl");
+    let lines: Vec<String> = records.iter().map(|r| r.to_string()).collect();
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let set = TaskSet::load(&file, &mini_root()).unwrap();
+    let memory = build_memory(dir.path(), &set);
+    assert!(
+        !memory.turn_bank().entries().is_empty(),
+        "the bank has turn memories"
+    );
+    let mut hints_seen = Vec::new();
+    for turn_selector in [None, Some(&CosineSelector::default())] {
+        let model = Arc::new(CountingHints(Default::default()));
+        let mut trainer = PpoTrainer::new(
+            SelectorConfig::new(Level::Episode, 5),
+            PpoConfig::default(),
+            3,
+        )
+        .unwrap();
+        let agent = ReactAgent::new(model.clone(), AgentConfig::default());
+        let spec = EpisodeTraining {
+            set: &set,
+            instance_ids: &train_ids,
+            memory: &memory,
+            embedder: &Words,
+            turn_selector: turn_selector.map(|s| s as &dyn merit_interact::memory::Selector),
+            retrieval: RetrievalConfig::default(),
+            env: EnvConfig::default(),
+            updates: 1,
+            batch: 4,
+            seed: 11,
+        };
+        train_episode_selector(
+            &spec,
+            &mut trainer,
+            &agent,
+            sqlite_backend,
+            |_| ScriptedSimulator::default(),
+            |_| {},
+        )
+        .unwrap();
+        hints_seen.push(model.0.load(std::sync::atomic::Ordering::SeqCst));
+    }
+    assert_eq!(hints_seen[0], 0, "no turn memory unless asked for");
+    assert!(hints_seen[1] > 0, "turn hints reach the training episodes");
+}
