@@ -17,7 +17,9 @@ use merit_interact::runlog::{
     RunSpec,
 };
 use merit_interact::simulator::model::{ModelSimulator, ModelSimulatorConfig};
-use merit_interact::{sqlite_backend, Category, EndReason, EnvConfig, TaskSet};
+use merit_interact::{
+    sqlite_backend, Category, EndReason, EnvConfig, HumanSimulator, TaskSet, UserSimulator,
+};
 use merit_learn::selector::LearnedSelector;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -137,6 +139,11 @@ pub struct InteractRunArgs {
     /// The model of the agent and of the user simulator.
     #[command(flatten)]
     chat: ChatArgs,
+    /// Who plays the user: the model simulator (needs ground truth), or `human`: you, at
+    /// this terminal, answering the agent's questions and accepting or rejecting its answers
+    /// (for your own tasks, which need no ground truth; one episode at a time).
+    #[arg(long, value_enum, default_value_t = SimulatorArg::Model)]
+    simulator: SimulatorArg,
     /// A separate model for the user simulator: an embedded model name, or with `--llm-url`
     /// a model name on the same server (default: the agent's model).
     #[arg(long)]
@@ -181,6 +188,13 @@ pub struct InteractRunArgs {
     /// one in a near tie, and the reply cache keeps whichever came first.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=16))]
     parallel: u16,
+}
+
+/// `--simulator` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum SimulatorArg {
+    Model,
+    Human,
 }
 
 /// `--agent` values.
@@ -596,6 +610,10 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
         episodes_at_once: parallel,
     };
     let bar = crate::files::progress_bar(ids.len(), "interact");
+    if args.simulator == SimulatorArg::Human {
+        // The bar would redraw over the questions the person is answering.
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
     let mut passed = 0usize;
     // The online baselines learn from every finished episode; a resumed run first replays
     // what its log holds, so their state is the one an uninterrupted run would have.
@@ -618,11 +636,18 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
         bar.set_message(format!("interact: phase 1 passed {passed}"));
         crate::files::log_progress_when_not_a_terminal(&bar, 5);
     };
-    let make_simulator = |_: &merit_interact::Task| {
-        ModelSimulator::new(
-            Arc::clone(&simulator_model),
-            ModelSimulatorConfig::default(),
-        )
+    let make_simulator = |_: &merit_interact::Task| -> Box<dyn UserSimulator + Send> {
+        match args.simulator {
+            SimulatorArg::Model => Box::new(ModelSimulator::new(
+                Arc::clone(&simulator_model),
+                ModelSimulatorConfig::default(),
+            )),
+            // Prompts go to stderr: stdout carries the report.
+            SimulatorArg::Human => Box::new(HumanSimulator::new(
+                std::io::BufReader::new(std::io::stdin()),
+                std::io::stderr(),
+            )),
+        }
     };
     // The engine is chosen at run time; boxing gives the run one backend type.
     let server = match &args.pg_url {
@@ -777,6 +802,9 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
 /// Refuses `--parallel` above 1 where episodes depend on the ones before them: a memory that
 /// is written, or an online selector (MemRL, Memento) that learns from every episode.
 fn check_run_options(args: &InteractRunArgs) -> Result<()> {
+    if args.simulator == SimulatorArg::Human && args.parallel > 1 {
+        bail!("--simulator human answers one episode at a time: drop --parallel");
+    }
     if !(args.temperature.is_finite() && (0.0..=2.0).contains(&args.temperature)) {
         bail!("--temperature {} is outside 0 to 2", args.temperature);
     }

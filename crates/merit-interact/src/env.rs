@@ -15,7 +15,7 @@ use crate::error::InteractError;
 use crate::harness::PythonHarness;
 use crate::judge::{judge_submission, FailReason, JudgeInput, Verdict};
 use crate::meta::DatabaseMeta;
-use crate::simulator::{Phase, SimulatorContext, UserSimulator};
+use crate::simulator::{Phase, SimulatorContext, UserSimulator, UserVerdict};
 use crate::task::{AmbiguityMap, Category, PublicTask, Task};
 use merit_sql::{ExecError, ExecLimits};
 use serde::{Deserialize, Serialize};
@@ -33,6 +33,8 @@ pub const DEFAULT_MAX_TURNS: usize = 60;
 pub const EXECUTE_ROW_CAP: usize = 10_000;
 /// Whitespace-separated words kept in an `execute` observation.
 pub const EXECUTE_WORD_LIMIT: usize = 500;
+/// Rows of a submission shown to the user who judges it (tasks without ground truth).
+pub const USER_PREVIEW_ROWS: usize = 20;
 
 /// Which connection the agent's `execute` runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -350,7 +352,10 @@ impl<B: InteractBackend, S: UserSimulator> Environment<B, S> {
                 instance_id: self.task.instance_id().to_string(),
             });
         }
-        if call.is_submit() && !self.phase_has_ground_truth() {
+        if call.is_submit()
+            && !self.phase_has_ground_truth()
+            && !self.simulator.judges_without_truth()
+        {
             // Checked before charging, so a task without ground truth is not spent by trying.
             return Err(InteractError::NoGroundTruth {
                 instance_id: self.task.instance_id().to_string(),
@@ -542,7 +547,35 @@ impl<B: InteractBackend, S: UserSimulator> Environment<B, S> {
         }
     }
 
+    /// The verdict of the user themselves on a task without ground truth: they see the
+    /// SQL and a preview of its rows (read-only, the first [`USER_PREVIEW_ROWS`]).
+    fn user_verdict(&mut self, sql: &str) -> Result<Verdict, InteractError> {
+        self.backend.reset()?;
+        let limits = self.limits(Some(USER_PREVIEW_ROWS));
+        let preview = render_execute(self.backend.query_read_only(sql, &limits));
+        let verdict =
+            self.simulator
+                .verdict(sql, &preview)
+                .map_err(|error| InteractError::Simulator {
+                    instance_id: self.task.instance_id().to_string(),
+                    reason: error.0,
+                })?;
+        Ok(match verdict {
+            UserVerdict::Accept => Verdict::Pass,
+            UserVerdict::Reject(comment) => Verdict::Fail(FailReason::UserRejected(comment)),
+        })
+    }
+
     fn submit(&mut self, sql: &str, forced: bool) -> Result<String, InteractError> {
+        let verdict = if self.phase_has_ground_truth() {
+            self.judge_against_truth(sql)?
+        } else {
+            self.user_verdict(sql)?
+        };
+        self.settle_submission(sql, verdict, forced)
+    }
+
+    fn judge_against_truth(&mut self, sql: &str) -> Result<Verdict, InteractError> {
         let hidden = self.task.hidden();
         let (truth, category, setup) = match self.phase {
             Phase::One => (&hidden.phase1, hidden.phase1.category, Vec::new()),
@@ -575,7 +608,16 @@ impl<B: InteractBackend, S: UserSimulator> Environment<B, S> {
             setup,
             limits: self.limits(None),
         };
-        let verdict = judge_submission(&mut self.backend, &self.config.harness, &input)?;
+        judge_submission(&mut self.backend, &self.config.harness, &input)
+    }
+
+    /// What a verdict does to the episode, and what the agent is told.
+    fn settle_submission(
+        &mut self,
+        sql: &str,
+        verdict: Verdict,
+        forced: bool,
+    ) -> Result<String, InteractError> {
         let phase_number = match self.phase {
             Phase::One => 1,
             Phase::Two => 2,
@@ -630,6 +672,12 @@ fn describe_failure(reason: &FailReason) -> String {
         }
         FailReason::TestFailed(index) => format!("it failed test case {}", index + 1),
         FailReason::TestTimeout => "checking it ran past the time limit".to_string(),
+        FailReason::UserRejected(comment) if comment.is_empty() => {
+            "the user did not accept it".to_string()
+        }
+        FailReason::UserRejected(comment) => {
+            format!("the user did not accept it and says: {comment}")
+        }
     }
 }
 

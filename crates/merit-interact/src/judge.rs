@@ -494,6 +494,9 @@ pub enum FailReason {
     /// The gold SQL or the setup SQL failed: a data problem, not the agent's, but the
     /// submission cannot pass.
     ReferenceFailed,
+    /// A task without ground truth: the person at the terminal rejected the answer, with
+    /// what they said (possibly empty).
+    UserRejected(String),
 }
 
 /// The outcome of judging one submission.

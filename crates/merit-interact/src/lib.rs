@@ -74,10 +74,11 @@ pub use runlog::{
     read_log, run_tasks, run_tasks_with_demos, run_tasks_with_memory, EpisodeLog, EpisodeRecord,
     LogError, MemoryRun, MemoryUsage, RunError, RunSpec, RunSummary,
 };
+pub use simulator::human::HumanSimulator;
 pub use simulator::model::{ModelSimulator, ModelSimulatorConfig};
 pub use simulator::{
     Phase, ScriptedSimulator, SimulatorContext, SimulatorError, SimulatorUsage, UserSimulator,
-    OUT_OF_SCOPE_REPLY,
+    UserVerdict, OUT_OF_SCOPE_REPLY,
 };
 pub use task::{
     Ambiguity, AmbiguityMap, Category, HiddenTask, MergeReport, PublicTask, Task, TaskSet,

@@ -624,16 +624,18 @@ where
                         reason,
                     })
                 };
-                if !task.has_ground_truth() {
-                    let reason = "it has no ground truth to judge a submission";
-                    outcomes.insert(index, skip(reason.into()));
-                    break;
-                }
                 let Some(meta) = spec.set.database(task.database()) else {
                     let reason = format!("database `{}` is not loaded", task.database());
                     outcomes.insert(index, skip(reason));
                     break;
                 };
+                let simulator = make_simulator(task);
+                // Without ground truth only a user who judges answers themselves can run it.
+                if !task.has_ground_truth() && !simulator.judges_without_truth() {
+                    let reason = "it has no ground truth to judge a submission";
+                    outcomes.insert(index, skip(reason.into()));
+                    break;
+                }
                 let backend = match make_backend(meta) {
                     Ok(backend) => backend,
                     Err(error @ InteractError::DatabaseUnavailable { .. }) => {
@@ -647,7 +649,6 @@ where
                         })
                     }
                 };
-                let simulator = make_simulator(task);
                 let sender = sender.clone();
                 let bank = bank.as_ref();
                 let env_config = spec.env.clone();

@@ -7,6 +7,7 @@
 //! so keeping gold SQL out of replies is the simulator's policy: [`model::ModelSimulator`] is
 //! the model-driven two-step simulator with a post-filter; [`ScriptedSimulator`] is for tests.
 
+pub mod human;
 pub mod model;
 
 use crate::task::{AmbiguityMap, PublicTask, Task};
@@ -132,6 +133,30 @@ pub trait UserSimulator {
     fn usage(&self) -> SimulatorUsage {
         SimulatorUsage::default()
     }
+
+    /// Whether this user can judge a submission when the task has no ground truth (a person
+    /// at the terminal can; a simulated user, who only knows the hidden answer, cannot).
+    fn judges_without_truth(&self) -> bool {
+        false
+    }
+
+    /// The user's verdict on a submission to a task without ground truth: `sql` and a preview
+    /// of what it returned. Only called when [`UserSimulator::judges_without_truth`] holds.
+    fn verdict(&mut self, sql: &str, preview: &str) -> Result<UserVerdict, SimulatorError> {
+        let _ = (sql, preview);
+        Err(SimulatorError(
+            "this user cannot judge submissions without ground truth".to_string(),
+        ))
+    }
+}
+
+/// A user's own verdict on a submission (tasks without ground truth).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UserVerdict {
+    /// The user accepts the answer.
+    Accept,
+    /// The user rejects it, with what they said (possibly empty).
+    Reject(String),
 }
 
 /// The refusal the simulator gives to questions it must not answer.
@@ -184,6 +209,28 @@ impl UserSimulator for ScriptedSimulator {
     }
 }
 
+impl<S: UserSimulator + ?Sized> UserSimulator for Box<S> {
+    fn reply(
+        &mut self,
+        question: &str,
+        context: &SimulatorContext<'_>,
+    ) -> Result<String, SimulatorError> {
+        (**self).reply(question, context)
+    }
+
+    fn usage(&self) -> SimulatorUsage {
+        (**self).usage()
+    }
+
+    fn judges_without_truth(&self) -> bool {
+        (**self).judges_without_truth()
+    }
+
+    fn verdict(&mut self, sql: &str, preview: &str) -> Result<UserVerdict, SimulatorError> {
+        (**self).verdict(sql, preview)
+    }
+}
+
 impl<S: UserSimulator + ?Sized> UserSimulator for &mut S {
     fn reply(
         &mut self,
@@ -195,5 +242,13 @@ impl<S: UserSimulator + ?Sized> UserSimulator for &mut S {
 
     fn usage(&self) -> SimulatorUsage {
         (**self).usage()
+    }
+
+    fn judges_without_truth(&self) -> bool {
+        (**self).judges_without_truth()
+    }
+
+    fn verdict(&mut self, sql: &str, preview: &str) -> Result<UserVerdict, SimulatorError> {
+        (**self).verdict(sql, preview)
     }
 }

@@ -331,3 +331,107 @@ fn the_demo_agent_shows_the_same_solved_examples_to_every_other_task() {
         .iter()
         .all(|r| r.injections.len() == 1 && r.injections[0].selector == "demo"));
 }
+
+#[test]
+fn a_person_at_the_terminal_judges_tasks_without_ground_truth() {
+    use merit_interact::HumanSimulator;
+    let (dir, set) = custom_tasks(&[json!({
+        "instance_id": "own_1", "selected_database": "alien",
+        "amb_user_query": "How many observatories are warm?"})]);
+    let ids = vec!["own_1".to_string()];
+    // The agent asks once, submits a count, is told it is wrong, then submits the right one.
+    let model = ScriptedModel::replies(
+        "solver",
+        vec![
+            "Action: ask('What counts as warm?')".into(),
+            "Action: submit('SELECT COUNT(*) FROM observatories')".into(),
+            SOLVE.into(),
+        ],
+    );
+    // The person answers the question, rejects the first answer with a comment, accepts the
+    // second.
+    let typed = "above 20 degrees\nthat counts every observatory\ny\n";
+    let shown = Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let log = dir.path().join("own/episodes.jsonl");
+    let spec = RunSpec {
+        set: &set,
+        instance_ids: &ids,
+        log: &log,
+        env: EnvConfig::default(),
+        simulator_model: None,
+        episodes_at_once: 1,
+    };
+    let agent = ReactAgent::new(model.clone(), AgentConfig::default());
+    let summary = run_tasks(
+        &spec,
+        &agent,
+        sqlite_backend,
+        |_| {
+            HumanSimulator::new(
+                std::io::Cursor::new(typed),
+                SharedBuffer(Arc::clone(&shown)),
+            )
+        },
+        |_| {},
+    )
+    .unwrap();
+    assert_eq!((summary.ran, summary.skipped.len()), (1, 0), "{summary:?}");
+    let record = &read_log(&log).unwrap().records[0];
+    let steps = &record.trajectory.steps;
+    assert!(steps[0].observation.starts_with("above 20 degrees\n"));
+    assert!(
+        steps[1]
+            .observation
+            .contains("the user did not accept it and says: that counts every observatory"),
+        "{}",
+        steps[1].observation
+    );
+    assert!(record.trajectory.outcome.phase1_passed);
+    assert_eq!(record.simulator_usage.asks, 1);
+    // The person saw the question, both submissions and a preview of their rows.
+    let screen = String::from_utf8(shown.lock().unwrap().clone()).unwrap();
+    assert!(
+        screen.contains("The agent asks: What counts as warm?"),
+        "{screen}"
+    );
+    assert!(screen.contains("SELECT COUNT(*) FROM observatories WHERE airtempc > 20"));
+    assert!(screen.matches("accept?").count() == 2, "{screen}");
+    // A closed terminal rejects instead of hanging, and the episode still ends.
+    let log = dir.path().join("closed/episodes.jsonl");
+    let spec = RunSpec { log: &log, ..spec };
+    let model = ScriptedModel::replies("solver", vec![SOLVE.into()]);
+    let agent = ReactAgent::new(
+        model,
+        AgentConfig {
+            max_turns: 3,
+            ..AgentConfig::default()
+        },
+    );
+    run_tasks(
+        &spec,
+        &agent,
+        sqlite_backend,
+        |_| HumanSimulator::new(std::io::Cursor::new(""), std::io::sink()),
+        |_| {},
+    )
+    .unwrap();
+    assert!(
+        !read_log(&log).unwrap().records[0]
+            .trajectory
+            .outcome
+            .phase1_passed
+    );
+}
+
+/// A `Write` into a shared buffer (the simulator owns its writer; the test reads it after).
+struct SharedBuffer(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for SharedBuffer {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
