@@ -28,7 +28,14 @@ EVAL_LIMIT=${EVAL_LIMIT:-}
 # Evaluation arms besides none, cosine and learned (Table 3's baselines and ablations,
 # Table 7's retention, the retrieval size): any of bm25 memrl memento no-episode no-turn all
 # cosine-inject2 ... cosine-inject5 (cosine memory, 2 to 5 memories per retrieval).
-EXTRA_ARMS=${EXTRA_ARMS:-bm25 memrl memento no-episode no-turn all}
+# Also: topick (the TopicK coverage baseline), vanilla (the non-agentic LLM), demo (the Demo
+# agent, its worked examples from the training run's first successes).
+EXTRA_ARMS=${EXTRA_ARMS:-vanilla demo bm25 topick memrl memento no-episode no-turn all}
+# Pass@k (the paper's Figure 3a): these arms run again with sampling at PASS_K_TEMPERATURE,
+# once per seed in PASS_K_SEEDS, and each arm's tries are reported together.
+PASS_K_ARMS=${PASS_K_ARMS:-cosine learned}
+PASS_K_SEEDS=${PASS_K_SEEDS:-1 2 3 4}
+PASS_K_TEMPERATURE=${PASS_K_TEMPERATURE:-0.7}
 # Run folders made by hand (another checkpoint, another --inject) added to the final report.
 REPORT_RUNS=${REPORT_RUNS:-}
 # PPO sizes: the turn level trains offline on PRM scores (cheap); every episode-level rollout
@@ -150,7 +157,9 @@ step "baselines and ablations"
 arms=("${main_arms[@]}")
 for arm in $EXTRA_ARMS; do
   case $arm in
-    bm25 | memrl | memento) args=(--memory "$arm" "${from[@]}") ;;
+    bm25 | topick | memrl | memento) args=(--memory "$arm" "${from[@]}") ;;
+    vanilla) args=(--agent vanilla) ;;
+    demo) args=(--demos "$RUNS/train-cosine/episodes.jsonl") ;;
     no-episode) args=(--memory cosine --no-episode-memory "${from[@]}") ;;
     no-turn) args=(--memory cosine --no-turn-memory "${from[@]}") ;;
     cosine-inject[2-5]) args=(--memory cosine --inject "${arm#cosine-inject}" "${from[@]}") ;;
@@ -167,4 +176,37 @@ step "report: all arms"
 # shellcheck disable=SC2206 # REPORT_RUNS is a list of folders on purpose
 arms+=($REPORT_RUNS)
 record "$RESULTS/memory-vs-none.md" "$MERIT" interact report --baseline "$RUNS/eval-none" "${arms[@]}"
+
+# 7. Pass@k: sampled tries of the main memory arms.
+step "pass@k"
+for arm in $PASS_K_ARMS; do
+  case $arm in
+    none) args=() ;;
+    cosine) args=(--memory cosine "${from[@]}") ;;
+    learned) args=(--memory learned --episode-selector "$RUNS/selectors/episode.safetensors"
+      --turn-selector "$RUNS/selectors/turn.safetensors" "${from[@]}") ;;
+    *) echo "unknown Pass@k arm $arm" >&2; exit 2 ;;
+  esac
+  tries=()
+  for seed in $PASS_K_SEEDS; do
+    out="$RUNS/eval-$arm-sampled-$seed"
+    run "$MERIT" interact run "${eval_set[@]}" "${eval_only[@]}" --out "$out" "${args[@]}" \
+      --temperature "$PASS_K_TEMPERATURE" --sample-seed "$seed" > /dev/null
+    tries+=("$out")
+  done
+  record "$RESULTS/pass-at-k-$arm.md" "$MERIT" interact report --pass-at-k "${tries[@]}"
+  arms+=("${tries[@]}")
+done
+
+# 8. The evidence: every run's log (compressed), settings and one-line episode summaries, so
+# every figure above can be recomputed (`merit interact report` reads the logs back after
+# `gunzip`).
+step "evidence"
+for dir in "$RUNS/train-cosine" "${arms[@]}"; do
+  name=$(basename "$dir")
+  mkdir -p "$RESULTS/runs/$name"
+  gzip -9n < "$dir/episodes.jsonl" > "$RESULTS/runs/$name/episodes.jsonl.gz"
+  cp "$dir/settings.json" "$RESULTS/runs/$name/"
+  "$MERIT" interact summaries "$dir" --out "$RESULTS/runs/$name/summaries.jsonl"
+done
 step "done"

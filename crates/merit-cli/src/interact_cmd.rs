@@ -32,6 +32,9 @@ pub enum InteractCommand {
     Run(Box<InteractRunArgs>),
     /// Success per phase, reward, turns, tokens of one or more run directories.
     Report(InteractReportArgs),
+    /// One JSON line per logged episode of a run (task, outcome, actions, injected memory
+    /// ids): the compact record committed beside results.
+    Summaries(InteractSummariesArgs),
     /// Generate tasks SQL first from Spider gold SQL (resumable; appends to OUT/tasks.jsonl).
     Gen(InteractGenArgs),
     /// Prepare a user's own SQLite database for interact tasks: writes its metafiles (schema
@@ -326,6 +329,16 @@ pub struct InteractInitDbArgs {
     out: PathBuf,
 }
 
+/// Arguments of `merit interact summaries`.
+#[derive(Debug, Args)]
+pub struct InteractSummariesArgs {
+    /// The run directory.
+    run: PathBuf,
+    /// Write the lines to this file (atomically) instead of stdout.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
 /// Arguments of `merit interact report`.
 #[derive(Debug, Args)]
 pub struct InteractReportArgs {
@@ -357,6 +370,7 @@ pub fn run(command: InteractCommand) -> Result<()> {
     match command {
         InteractCommand::Run(args) => run_agent(*args),
         InteractCommand::Report(args) => report(args),
+        InteractCommand::Summaries(args) => summaries(args),
         InteractCommand::Gen(args) => generate(args),
         InteractCommand::InitDb(args) => init_db(args),
         InteractCommand::Stats(args) => stats(args),
@@ -1270,6 +1284,25 @@ fn report(args: InteractReportArgs) -> Result<()> {
             println!();
             print!("{}", render_repeated_tries(tries));
         }
+    }
+    Ok(())
+}
+
+fn summaries(args: InteractSummariesArgs) -> Result<()> {
+    let log = args.run.join(LOG_FILE);
+    let loaded =
+        read_log(&log).with_context(|| format!("cannot read the log {}", log.display()))?;
+    let mut text = String::new();
+    for record in &loaded.records {
+        text.push_str(&serde_json::to_string(
+            &merit_interact::EpisodeSummary::of(record),
+        )?);
+        text.push('\n');
+    }
+    match &args.out {
+        Some(path) => merit_core::fs::write_atomically(path, text.as_bytes())
+            .with_context(|| format!("cannot write {}", path.display()))?,
+        None => print!("{text}"),
     }
     Ok(())
 }

@@ -72,7 +72,7 @@ pub use meta::{DatabaseMeta, KnowledgeEntry, KnowledgeView, VisibleKnowledge};
 pub use pg::{PostgresBackend, PostgresServer};
 pub use runlog::{
     read_log, run_tasks, run_tasks_with_demos, run_tasks_with_memory, EpisodeLog, EpisodeRecord,
-    LogError, MemoryRun, MemoryUsage, RunError, RunSpec, RunSummary,
+    EpisodeSummary, LogError, MemoryRun, MemoryUsage, RunError, RunSpec, RunSummary,
 };
 pub use simulator::human::HumanSimulator;
 pub use simulator::model::{ModelSimulator, ModelSimulatorConfig};

@@ -778,3 +778,61 @@ fn finish_record(
     commit_record(&mut bank, run, position, &record)?;
     Ok(record)
 }
+
+/// One episode in a line: what a reader needs to check a claim about a run without its full
+/// log (task, outcome, the actions in order, what memory was injected where).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EpisodeSummary {
+    /// The task.
+    pub instance_id: String,
+    /// Query or Management.
+    pub category: Category,
+    /// Phase 1 passed.
+    pub phase1: bool,
+    /// Phase 2 passed.
+    pub phase2: bool,
+    /// The reward.
+    pub reward: f64,
+    /// How it ended (the environment's reason).
+    pub end: crate::env::EndReason,
+    /// Why the agent stopped.
+    pub stop: AgentStop,
+    /// Agent calls.
+    pub turns: usize,
+    /// Every action, as `name` (with the phase when it is 2), in order.
+    pub actions: Vec<String>,
+    /// Every retrieval that injected something: `(level, turn, memory ids)`.
+    pub injected: Vec<(crate::memory::Level, usize, Vec<u64>)>,
+}
+
+impl EpisodeSummary {
+    /// The summary of a logged episode.
+    pub fn of(record: &EpisodeRecord) -> EpisodeSummary {
+        let outcome = &record.trajectory.outcome;
+        EpisodeSummary {
+            instance_id: record.instance_id.clone(),
+            category: record.category,
+            phase1: outcome.phase1_passed,
+            phase2: outcome.phase2_passed,
+            reward: outcome.reward,
+            end: outcome.end,
+            stop: record.stop.clone(),
+            turns: outcome.turns,
+            actions: record
+                .trajectory
+                .steps
+                .iter()
+                .map(|step| match step.phase {
+                    crate::simulator::Phase::One => step.action.name.clone(),
+                    crate::simulator::Phase::Two => format!("{} (phase 2)", step.action.name),
+                })
+                .collect(),
+            injected: record
+                .injections
+                .iter()
+                .filter(|i| !i.chosen.is_empty())
+                .map(|i| (i.level, i.turn, i.chosen.clone()))
+                .collect(),
+        }
+    }
+}

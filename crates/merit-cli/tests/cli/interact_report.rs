@@ -163,6 +163,28 @@ fn report_compares_runs_with_a_baseline_and_leaves_logs_alone() {
     assert_eq!(phase1["a_better"], 4);
     assert!((phase1["sign_test_p"].as_f64().unwrap() - 0.125).abs() < 1e-12);
 
+    // One compact line per episode, for committing beside results.
+    let out = dir.path().join("good-summaries.jsonl");
+    let status = Command::new(env!("CARGO_BIN_EXE_merit"))
+        .args(["interact", "summaries"])
+        .arg(&bad)
+        .arg("--out")
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let summaries: Vec<serde_json::Value> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(summaries.len(), 6);
+    assert_eq!(summaries[0]["instance_id"], "alien_9701");
+    assert_eq!(summaries[0]["phase1"], true);
+    assert_eq!(summaries[5]["phase1"], false);
+    // The wrong query is resubmitted until the budget forces the end.
+    assert_eq!(summaries[5]["actions"], serde_json::json!(vec!["submit"; 4]));
+
     // The two runs read as two tries of one configuration: Pass@1 is the mean success, and
     // Pass@2 counts a task solved by either.
     let output = Command::new(env!("CARGO_BIN_EXE_merit"))
