@@ -49,8 +49,12 @@ FORK_TURN=${FORK_TURN:-3}
 # Logged evaluation episodes forked (the first N that reach FORK_TURN); empty: all. Each fork
 # is the rest of an episode, once per arm (none, BM25, cosine, learned).
 FORK_LIMIT=${FORK_LIMIT:-}
-TRAIN_TASKS=${TRAIN_TASKS:-40}
-EVAL_TASKS=${EVAL_TASKS:-30}
+# Issue 18: at least 60 tasks a split, so paired comparisons can resolve something; the sets
+# grow from the committed ones (generation appends), now with Management tasks and phase-2
+# follow-ups (GEN_OPTS).
+TRAIN_TASKS=${TRAIN_TASKS:-60}
+EVAL_TASKS=${EVAL_TASKS:-60}
+GEN_OPTS=${GEN_OPTS:---writes --follow-ups}
 TRAIN_SEEDS=${TRAIN_SEEDS:-300}
 EVAL_SEEDS=${EVAL_SEEDS:-200}
 PRM_PAIRS=${PRM_PAIRS:-300}
@@ -85,7 +89,7 @@ generate() { # generate SPLIT SEEDS_FILE SEED_SAMPLE TARGET
     local have; have=$(lines "$out/tasks.jsonl")
     [ "$have" -ge "$target" ] && break
     run "$MERIT" interact gen --seeds "$seeds" --split "$split" --tables "$SPIDER/tables.json" \
-      --db-dir "$SPIDER/database" --out "$out" --model "$GEN_MODEL" \
+      --db-dir "$SPIDER/database" --out "$out" --model "$GEN_MODEL" $GEN_OPTS \
       --seed-sample "$sample" --limit $((target - have))
     [ "$(lines "$out/tasks.jsonl")" -eq "$have" ] && { echo "targets exhausted at $have" >&2; break; }
   done

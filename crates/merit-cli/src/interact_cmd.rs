@@ -84,6 +84,15 @@ pub struct InteractGenArgs {
     /// Also copy each database's SQLite file beside its metafiles.
     #[arg(long)]
     copy_databases: bool,
+    /// Give query tasks a phase-2 follow-up where one applies (a count, the first three, or
+    /// the number of different values of the first answer; its SQL is the ground truth).
+    #[arg(long)]
+    follow_ups: bool,
+    /// Also make Management (write) tasks: a DELETE or UPDATE from each query target that
+    /// filters one table, judged by state checks (Python test cases) the reference change
+    /// passes.
+    #[arg(long)]
+    writes: bool,
     /// The writing model (the 1.5B embedded model writes usable drafts; the 0.5B rarely).
     #[command(flatten)]
     chat: ChatArgs,
@@ -432,6 +441,19 @@ fn generate(args: InteractGenArgs) -> Result<()> {
         seeds.len(),
         targets.len()
     );
+    let (targets, extended) = gen::extend_targets(
+        targets,
+        &schemas,
+        &databases,
+        gen::Extensions {
+            follow_ups: args.follow_ups,
+            writes: args.writes,
+        },
+        gen::PerturbConfig::default().timeout,
+    )?;
+    if args.follow_ups || args.writes {
+        eprintln!("extended: {extended:?}");
+    }
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;
     let model = chat(&args.chat, &open_store(args.cache.as_ref())?)?;

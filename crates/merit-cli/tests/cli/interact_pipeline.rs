@@ -77,7 +77,7 @@ fn draft_for(text: &str) -> String {
 /// The stand-in server's answer to one chat request.
 fn chat(body: &Value) -> Value {
     let text = all_text(body);
-    let message = if text.contains("You turn a SQL query into the requests") {
+    let message = if text.contains("into the requests a person might type") {
         json!({"role": "assistant", "content": draft_for(&text)})
     } else if text.contains("grading a single remembered step") {
         json!({"role": "assistant", "content": rubric(&text)})
@@ -1128,6 +1128,89 @@ fn generated_task_sets_are_usable_as_they_grow_and_have_statistics() {
     let stats: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(stats[0]["generated"]["tasks"], 4);
     assert_eq!(stats[0]["generated"]["execution_rate"], 1.0);
+
+    // With writes and follow-ups: Management tasks with their state checks, and query tasks
+    // with a phase 2, written by the same command.
+    let mixed = dir.path().join("gen-mixed");
+    let output = Command::new(env!("CARGO_BIN_EXE_merit"))
+        .args([
+            "interact",
+            "gen",
+            "--split",
+            "dev",
+            "--seed-sample",
+            "40",
+            "--limit",
+            "12",
+        ])
+        .args(["--writes", "--follow-ups"])
+        .arg("--seeds")
+        .arg(spider.join("dev.json"))
+        .arg("--tables")
+        .arg(spider.join("tables.json"))
+        .arg("--db-dir")
+        .arg(spider.join("database"))
+        .arg("--out")
+        .arg(&mixed)
+        .args(["--llm-url", &server, "--llm-model", "stand-in", "--cache"])
+        .arg(&cache)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let written = lines(&mixed.join("tasks.jsonl"));
+    let rejected = mixed.join("tasks.jsonl.rejected.jsonl");
+    let rejected = if rejected.is_file() {
+        lines(&rejected)
+    } else {
+        Vec::new()
+    };
+    let management = written
+        .iter()
+        .filter(|r| r["category"] == "Management")
+        .count();
+    let with_follow_up = written
+        .iter()
+        .filter(|r| r.get("follow_up").is_some())
+        .count();
+    assert!(
+        management > 0 && with_follow_up > 0,
+        "{management} management, {with_follow_up} follow-ups of {} written; rejected: {rejected:?}",
+        written.len(),
+    );
+    let write = written
+        .iter()
+        .find(|r| r["category"] == "Management")
+        .unwrap();
+    assert!(write["test_cases"][0]
+        .as_str()
+        .unwrap()
+        .contains("def test_case"));
+    // The mixed set loads and runs.
+    let run = dir.path().join("run-mixed");
+    merit(
+        &[
+            "interact",
+            "run",
+            "--tasks",
+            mixed.join("tasks.jsonl").to_str().unwrap(),
+            "--db-root",
+            mixed.to_str().unwrap(),
+            "--sqlite-dir",
+            spider.join("database").to_str().unwrap(),
+            "--out",
+            run.to_str().unwrap(),
+            "--max-turns",
+            "2",
+        ],
+        &server,
+        &cache,
+        true,
+    );
+    assert_eq!(lines(&run.join("episodes.jsonl")).len(), written.len());
 }
 
 /// A user's own database, not from Spider or BIRD: `merit interact init-db` reads its schema

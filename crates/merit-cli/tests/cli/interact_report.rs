@@ -183,7 +183,10 @@ fn report_compares_runs_with_a_baseline_and_leaves_logs_alone() {
     assert_eq!(summaries[0]["phase1"], true);
     assert_eq!(summaries[5]["phase1"], false);
     // The wrong query is resubmitted until the budget forces the end.
-    assert_eq!(summaries[5]["actions"], serde_json::json!(vec!["submit"; 4]));
+    assert_eq!(
+        summaries[5]["actions"],
+        serde_json::json!(vec!["submit"; 4])
+    );
 
     // The two runs read as two tries of one configuration: Pass@1 is the mean success, and
     // Pass@2 counts a task solved by either.

@@ -17,9 +17,14 @@
 //!    a time with fsync, resumable by a stable target id; [`stats`] computes the paper's
 //!    diversity and quality figures.
 //!
+//! Two optional stages extend the query targets before stage 3 ([`extend_targets`]):
+//! [`follow`] attaches a phase-2 follow-up with exact ground truth, and [`mod@write`] derives
+//! Management (DELETE/UPDATE) targets judged by state-checking test cases.
+//!
 //! Nothing here knows about terminals or arguments; a CLI calls [`seed::load_seeds`],
 //! [`perturb::perturb_seeds`], [`run::generate_tasks`] and [`stats::compute_stats`].
 
+pub mod follow;
 pub mod perturb;
 pub mod record;
 pub mod request;
@@ -29,9 +34,11 @@ pub mod seed;
 pub mod sqlast;
 pub mod stats;
 pub mod verify;
+pub mod write;
 
 use std::path::PathBuf;
 
+pub use follow::{follow_up_for, FollowUpSpec};
 pub use perturb::{perturb_seeds, PerturbConfig, PerturbKind, PerturbReport, Target};
 pub use record::{
     read_generated, schema_of_sqlite, write_spider_metafiles, GeneratedTask, GEN_RECORD_FORMAT,
@@ -41,6 +48,73 @@ pub use run::{generate_tasks, GenConfig, GenReport, TargetOutcome};
 pub use seed::{load_seeds, spread_over_databases, Seed};
 pub use stats::{compute_stats, self_bleu, GenStats, StructureStats};
 pub use verify::{verify, RejectReason};
+pub use write::{write_targets, WriteReport, WriteSpec};
+
+/// What [`extend_targets`] adds to the query targets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Extensions {
+    /// Attach a phase-2 follow-up to every query target that has one ([`follow`]).
+    pub follow_ups: bool,
+    /// Derive a Management target from every query target that allows one ([`write`]), placed
+    /// right after it, so a run cut short by `--limit` still mixes both kinds.
+    pub writes: bool,
+}
+
+/// Counts of [`extend_targets`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ExtensionReport {
+    /// Query targets given a follow-up.
+    pub follow_ups: usize,
+    /// What the write stage did.
+    pub writes: WriteReport,
+}
+
+/// Adds follow-ups and Management targets to perturbed query targets (see [`Extensions`]).
+pub fn extend_targets(
+    targets: Vec<Target>,
+    schemas: &std::collections::BTreeMap<String, merit_data::DatabaseSchema>,
+    databases: &merit_data::DatabaseDir,
+    extensions: Extensions,
+    timeout: std::time::Duration,
+) -> Result<(Vec<Target>, ExtensionReport), GenError> {
+    let mut report = ExtensionReport::default();
+    let limits = merit_sql::ExecLimits::with_timeout(timeout);
+    let mut open: std::collections::BTreeMap<String, merit_sql::SqliteDatabase> =
+        std::collections::BTreeMap::new();
+    let mut out = Vec::with_capacity(targets.len());
+    for mut target in targets {
+        if extensions.follow_ups {
+            if !open.contains_key(&target.db_id) {
+                if let Ok(path) = databases.locate(&target.db_id) {
+                    let database =
+                        merit_sql::SqliteDatabase::open(&path).map_err(|e| GenError::Database {
+                            database: target.db_id.clone(),
+                            message: e.to_string(),
+                        })?;
+                    open.insert(target.db_id.clone(), database);
+                }
+            }
+            if let Some(database) = open.get(&target.db_id) {
+                target.follow_up = follow_up_for(&target, database, &limits);
+                report.follow_ups += usize::from(target.follow_up.is_some());
+            }
+        }
+        let write = if extensions.writes {
+            let (mut made, counts) =
+                write_targets(std::slice::from_ref(&target), schemas, databases, timeout)?;
+            report.writes.offered += counts.offered;
+            report.writes.eligible += counts.eligible;
+            report.writes.discarded += counts.discarded;
+            report.writes.kept += counts.kept;
+            made.pop()
+        } else {
+            None
+        };
+        out.push(target);
+        out.extend(write);
+    }
+    Ok((out, report))
+}
 
 /// Why a generation stage could not run. Bad model output is never an error: it becomes a
 /// rejection that is counted.

@@ -49,6 +49,8 @@ pub enum PerturbKind {
     SortDirection,
     /// A changed or added LIMIT.
     Limit,
+    /// The query turned into a data change (a Management target; see [`super::write`]).
+    Write,
 }
 
 impl PerturbKind {
@@ -86,6 +88,10 @@ pub struct Target {
     pub sql: String,
     /// The operations applied, in order.
     pub perturbations: Vec<Perturbation>,
+    /// For a Management target: its test cases and outline (`None` for a query).
+    pub write: Option<super::write::WriteSpec>,
+    /// The phase-2 follow-up, when one was attached (see [`super::follow`]).
+    pub follow_up: Option<super::follow::FollowUpSpec>,
 }
 
 /// Settings of [`perturb_seeds`].
@@ -251,6 +257,8 @@ pub fn perturb_seeds(
                 seed_sql: seed.sql.clone(),
                 sql,
                 perturbations: changes,
+                write: None,
+                follow_up: None,
             });
         }
     }
@@ -282,6 +290,8 @@ fn apply(
         PerturbKind::NumericLiteral => change_number(&mut copy, rng)?,
         PerturbKind::SortDirection => flip_sort(&mut copy, rng)?,
         PerturbKind::Limit => change_limit(&mut copy, rng)?,
+        // Writes are built from kept targets, not applied to seeds.
+        PerturbKind::Write => return None,
     };
     Some((copy, Perturbation { kind, detail }))
 }

@@ -97,9 +97,9 @@ pub struct GeneratedTask {
     pub sol_sql: Vec<String>,
     /// Always empty (Spider has no knowledge base).
     pub external_knowledge: Vec<String>,
-    /// Always empty (Query tasks use the default test).
+    /// Empty for Query tasks (the default test); the state checks of a Management task.
     pub test_cases: Vec<String>,
-    /// `Query`.
+    /// `Query` or `Management`.
     pub category: String,
     /// Judge conditions.
     pub conditions: GenConditions,
@@ -107,8 +107,24 @@ pub struct GeneratedTask {
     pub user_query_ambiguity: UserQueryAmbiguity,
     /// Always empty: knowledge ambiguities need knowledge-base entries to delete.
     pub knowledge_ambiguity: Vec<AmbiguityEntry>,
+    /// The phase-2 follow-up with its ground truth, when the target has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub follow_up: Option<GenFollowUp>,
     /// Provenance (ignored by `TaskSet`).
     pub generation: Provenance,
+}
+
+/// `follow_up` as task files write it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GenFollowUp {
+    /// The follow-up request.
+    pub query: String,
+    /// Its ground truth.
+    pub sol_sql: Vec<String>,
+    /// `Query`.
+    pub category: String,
+    /// How it was derived (`count`, `first_three`, `distinct_count`).
+    pub operation: String,
 }
 
 impl GeneratedTask {
@@ -142,6 +158,10 @@ impl GeneratedTask {
                 ambiguity.non_critical_ambiguity.push(entry);
             }
         }
+        let (category, test_cases) = match &target.write {
+            Some(write) => ("Management", write.test_cases.clone()),
+            None => ("Query", Vec::new()),
+        };
         GeneratedTask {
             instance_id: format!("{}_g{}", target.db_id, target.target_id),
             selected_database: target.db_id.clone(),
@@ -151,8 +171,8 @@ impl GeneratedTask {
             clean_up_sqls: Vec::new(),
             sol_sql: vec![target.sql.clone()],
             external_knowledge: Vec::new(),
-            test_cases: Vec::new(),
-            category: "Query".to_string(),
+            test_cases,
+            category: category.to_string(),
             conditions: GenConditions {
                 decimal: -1,
                 distinct,
@@ -160,6 +180,12 @@ impl GeneratedTask {
             },
             user_query_ambiguity: ambiguity,
             knowledge_ambiguity: Vec::new(),
+            follow_up: target.follow_up.as_ref().map(|f| GenFollowUp {
+                query: f.query.clone(),
+                sol_sql: vec![f.sql.clone()],
+                category: "Query".to_string(),
+                operation: f.operation.clone(),
+            }),
             generation: Provenance {
                 format: GEN_RECORD_FORMAT.to_string(),
                 target_id: target.target_id.clone(),

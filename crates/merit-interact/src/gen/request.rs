@@ -24,6 +24,8 @@ pub const GEN_PROMPT_FAMILY: &str = "merit-interact-gen-v2";
 
 /// The system message: what to write and the style rules.
 pub const GEN_SYSTEM: &str = include_str!("../../prompts/gen_system.txt");
+/// The system message for a statement that changes data (a Management target).
+pub const GEN_SYSTEM_WRITE: &str = include_str!("../../prompts/gen_system_write.txt");
 /// The user message: schema, SQL, outline.
 pub const GEN_REQUEST: &str = include_str!("../../prompts/gen_request.txt");
 /// The retry message after a malformed reply.
@@ -99,11 +101,19 @@ impl Default for RequestConfig {
 pub fn request_messages(target: &Target, schema: &DatabaseSchema) -> Vec<ChatMessage> {
     let query = sqlast::parse_query(&target.sql);
     let schema_text = render_create_tables(&used_tables(schema, query.as_ref()));
-    let outline = query
-        .as_ref()
-        .map_or_else(|| "(not available)".to_string(), outline);
+    let outline = match (&target.write, query.as_ref()) {
+        (Some(write), _) => write.outline.clone(),
+        (None, Some(query)) => outline(query),
+        (None, None) => "(not available)".to_string(),
+    };
     vec![
-        ChatMessage::system(GEN_SYSTEM.trim_end()),
+        ChatMessage::system(
+            match target.write {
+                Some(_) => GEN_SYSTEM_WRITE,
+                None => GEN_SYSTEM,
+            }
+            .trim_end(),
+        ),
         ChatMessage::user(fill(
             GEN_REQUEST.trim_end(),
             &[
@@ -293,6 +303,7 @@ mod tests {
         let readme = include_str!("../../prompts/README.md");
         for (template, expected) in [
             (GEN_SYSTEM, &[][..]),
+            (GEN_SYSTEM_WRITE, &[][..]),
             (GEN_REQUEST, &["schema", "sql", "outline"][..]),
             (GEN_RETRY, &["error"][..]),
         ] {

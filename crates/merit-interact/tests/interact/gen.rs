@@ -563,6 +563,8 @@ fn hand_task(id: &str, sql: &str, amb: &str) -> GeneratedTask {
         seed_sql: sql.to_string(),
         sql: sql.to_string(),
         perturbations: Vec::new(),
+        write: None,
+        follow_up: None,
     };
     let draft = Draft {
         clear_query: amb.to_string(),
@@ -615,4 +617,133 @@ fn statistics_on_a_hand_example() {
     assert_eq!(stats.vocabulary_amb, vocabulary.len());
     assert_eq!(stats.embedder.as_deref(), Some("fixed"));
     let _ = std::io::stdout().flush();
+}
+
+#[test]
+fn writes_and_follow_ups_are_generated_and_judged_for_real() {
+    use merit_interact::gen::{extend_targets, Extensions};
+    // Several databases, so both write kinds and several follow-up operations occur.
+    let dbs = [
+        "concert_singer",
+        "pets_1",
+        "car_1",
+        "employee_hire_evaluation",
+        "world_1",
+    ];
+    let targets = dev_targets(&dbs, &PerturbConfig::default());
+    let queries = targets.len();
+    let (targets, report) = extend_targets(
+        targets,
+        &schemas(),
+        &databases(),
+        Extensions {
+            follow_ups: true,
+            writes: true,
+        },
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    eprintln!("{report:?}");
+    let writes: Vec<&Target> = targets.iter().filter(|t| t.write.is_some()).collect();
+    assert_eq!(writes.len(), report.writes.kept);
+    assert_eq!(targets.len(), queries + writes.len());
+    assert!(
+        writes.iter().any(|t| t.sql.starts_with("DELETE")),
+        "no delete"
+    );
+    assert!(
+        writes.iter().any(|t| t.sql.starts_with("UPDATE")),
+        "no update"
+    );
+    let operations: BTreeSet<&str> = targets
+        .iter()
+        .filter_map(|t| t.follow_up.as_ref().map(|f| f.operation.as_str()))
+        .collect();
+    assert!(operations.len() >= 2, "{operations:?}");
+    // Each write is placed right after the query it came from.
+    for (i, target) in targets.iter().enumerate().skip(1) {
+        if target.write.is_some() {
+            assert!(targets[i - 1].write.is_none());
+            assert_eq!(targets[i - 1].db_id, target.db_id);
+        }
+    }
+
+    // Records (with a hand draft: no model needed for the judging check), metafiles, a task
+    // set, and the real environment.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("dbs");
+    let all = schemas();
+    for db in dbs {
+        let sqlite = databases().locate(db).unwrap();
+        write_spider_metafiles(&root, &all[db], &sqlite, true).expect("metafiles");
+    }
+    let draft = Draft {
+        clear_query: "Do exactly what was asked.".into(),
+        amb_query: "Do the usual thing.".into(),
+        ambiguities: Vec::new(),
+    };
+    let chosen: Vec<&Target> = writes
+        .iter()
+        .copied()
+        .take(4)
+        .chain(targets.iter().filter(|t| t.follow_up.is_some()).take(3))
+        .collect();
+    let file = dir.path().join("tasks.jsonl");
+    let lines: Vec<String> = chosen
+        .iter()
+        .map(|t| serde_json::to_string(&GeneratedTask::new(t, &draft, "hand")).unwrap())
+        .collect();
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let set = TaskSet::load(&file, &root).expect("generated writes and follow-ups load");
+    let episode = |target: &Target, submissions: &[&str]| {
+        let id = format!("{}_g{}", target.db_id, target.target_id);
+        let task = set.get(&id).unwrap();
+        let meta = Arc::clone(set.database(&target.db_id).unwrap());
+        let backend = merit_interact::sqlite_backend(&meta).unwrap();
+        let mut env = merit_interact::Environment::new(
+            task,
+            meta,
+            backend,
+            merit_interact::ScriptedSimulator::default(),
+            EnvConfig::default(),
+        )
+        .unwrap();
+        let mut observations = Vec::new();
+        for sql in submissions {
+            observations.push(env.step(ActionCall::submit(*sql)).unwrap().observation);
+            if env.is_done() {
+                break;
+            }
+        }
+        (env.outcome(), observations)
+    };
+    if crate::common::python_available() {
+        for target in chosen.iter().filter(|t| t.write.is_some()) {
+            let task = set
+                .get(&format!("{}_g{}", target.db_id, target.target_id))
+                .unwrap();
+            assert_eq!(task.category(), merit_interact::Category::Management);
+            // The reference change passes its own test case.
+            let (outcome, seen) = episode(target, &[&target.sql]);
+            assert!(outcome.phase1_passed, "{}: {seen:?}", target.sql);
+            // Changing every row of the table does not.
+            let table = target.sql.split_whitespace().nth(2).unwrap();
+            let careless = if target.sql.starts_with("DELETE") {
+                format!("DELETE FROM {table}")
+            } else {
+                target.sql.split(" WHERE ").next().unwrap().to_string()
+            };
+            let (outcome, seen) = episode(target, &[&careless]);
+            assert!(!outcome.phase1_passed, "{careless} passed: {seen:?}");
+        }
+    }
+    for target in chosen.iter().filter(|t| t.follow_up.is_some()) {
+        let follow_up = target.follow_up.as_ref().unwrap();
+        // Phase 1's answer again does not pass phase 2; the follow-up's does.
+        let (outcome, seen) = episode(target, &[&target.sql, &target.sql, &follow_up.sql]);
+        assert!(seen[0].contains("Phase 2 begins") && seen[0].contains(&follow_up.query));
+        assert!(seen[1].contains("not correct"), "{seen:?}");
+        assert!(outcome.phase1_passed && outcome.phase2_passed, "{seen:?}");
+        assert!((outcome.reward - 1.0).abs() < 1e-9);
+    }
 }

@@ -1,0 +1,119 @@
+//! Follow-up requests (phase 2) for generated Query targets.
+//!
+//! BIRD-Interact tasks may continue after the first answer is accepted: the user asks a
+//! second, related question whose SQL builds on the first. merit derives the follow-up from the
+//! target's SQL with a fixed operation and words its request with a fixed template (ours), so
+//! its ground truth is exact and costs no model call:
+//!
+//! | operation | applies when the first result | follow-up SQL | request |
+//! |---|---|---|---|
+//! | count | has several rows and no aggregate at the top | `SELECT COUNT(*) FROM (<first>)` | how many results that is |
+//! | first three | is ordered, unlimited, and has more than three rows | `<first> LIMIT 3` | only the first three |
+//! | distinct count | has several rows, one column | `SELECT COUNT(DISTINCT c) FROM (<first>)` | how many different values |
+//!
+//! A follow-up is kept only when its SQL runs, returns a row, and its result differs from the
+//! first one (otherwise phase 2 would be solved by resubmitting). Which applicable operation
+//! is used is decided by the target id, so a set mixes them and a rerun picks the same.
+//! The templates name nothing from the schema, so the agent must understand its own first
+//! answer to write the second.
+
+use super::perturb::Target;
+use super::sqlast;
+use merit_sql::{Database, ExecLimits, SqliteDatabase, Value};
+use serde::{Deserialize, Serialize};
+use sqlparser::ast::{SelectItem, SetExpr};
+
+/// A follow-up: the request the user sends after phase 1 passes, and its ground truth.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FollowUpSpec {
+    /// The follow-up request.
+    pub query: String,
+    /// Its SQL.
+    pub sql: String,
+    /// Which operation made it (`count`, `first_three`, `distinct_count`).
+    pub operation: String,
+}
+
+/// The follow-up of a Query target, when one of the operations applies and passes the checks
+/// (see the module docs). `database` is the target's database.
+pub fn follow_up_for(
+    target: &Target,
+    database: &SqliteDatabase,
+    limits: &ExecLimits,
+) -> Option<FollowUpSpec> {
+    if target.write.is_some() {
+        return None;
+    }
+    let query = sqlast::parse_query(&target.sql)?;
+    let first = database.query(&target.sql, limits).ok()?;
+    if first.truncated {
+        return None;
+    }
+    let SetExpr::Select(select) = query.body.as_ref() else {
+        return None;
+    };
+    let projection = select.projection.as_slice();
+    let aggregated = projection.iter().any(|item| {
+        let text = item.to_string().to_ascii_uppercase();
+        ["COUNT(", "SUM(", "AVG(", "MIN(", "MAX("]
+            .iter()
+            .any(|f| text.contains(f))
+    });
+    let grouped = !matches!(
+        &select.group_by,
+        sqlparser::ast::GroupByExpr::Expressions(exprs, _) if exprs.is_empty()
+    );
+    let rows = first.rows.len();
+    let body = target.sql.trim().trim_end_matches(';');
+    let mut candidates: Vec<(&str, String, &str)> = Vec::new();
+    if rows > 1 && (!aggregated || grouped) {
+        candidates.push((
+            "count",
+            format!("SELECT COUNT(*) FROM ({body})"),
+            "Thanks. How many results is that altogether?",
+        ));
+    }
+    if rows > 3 && query.order_by.is_some() && query.limit_clause.is_none() {
+        candidates.push((
+            "first_three",
+            format!("{body} LIMIT 3"),
+            "Thanks. Now give me only the first three of those, in the same order.",
+        ));
+    }
+    if rows > 1 && projection.len() == 1 && !matches!(projection[0], SelectItem::Wildcard(_)) {
+        let column = first.columns.first()?;
+        candidates.push((
+            "distinct_count",
+            format!(
+                "SELECT COUNT(DISTINCT {}) FROM ({body})",
+                merit_data::quote_identifier(column)
+            ),
+            "Thanks. How many different values are there in that list?",
+        ));
+    }
+    if candidates.is_empty() {
+        return None;
+    }
+    let start = usize::from_str_radix(&target.target_id[..4.min(target.target_id.len())], 16)
+        .unwrap_or(0)
+        % candidates.len();
+    candidates
+        .iter()
+        .cycle()
+        .skip(start)
+        .take(candidates.len())
+        .find_map(|(operation, sql, request)| {
+            let second = database.query(sql, limits).ok()?;
+            let differs = second.rows != first.rows;
+            let usable = !second.rows.is_empty()
+                && second
+                    .rows
+                    .iter()
+                    .all(|row| row.iter().all(|v| !matches!(v, Value::Null)));
+            (differs && usable).then(|| FollowUpSpec {
+                query: request.to_string(),
+                sql: sql.clone(),
+                operation: operation.to_string(),
+            })
+        })
+}
