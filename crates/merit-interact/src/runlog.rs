@@ -6,7 +6,7 @@
 //! last line without its newline is dropped with a warning (and cut off before appending, so the
 //! next record starts on a clean line); any other line that does not parse, carries another
 //! format, or repeats an instance id is an error naming the file and the line. The mechanics
-//! are the memory files' ([`merit_memory::jsonl`]); this module adds what a log must satisfy.
+//! are the memory files' ([`merit_journal::jsonl`]); this module adds what a log must satisfy.
 //!
 //! [`run_tasks`] skips every task already in the log and appends the others as they finish:
 //! kill it at any point and run it again with the same arguments to continue.
@@ -42,7 +42,7 @@ use crate::prompts::PROMPT_FAMILY;
 use crate::simulator::{SimulatorUsage, UserSimulator};
 use crate::task::{Category, Task, TaskSet};
 use merit_core::model::{Embedder, ModelError};
-use merit_memory::jsonl::{self, Appender, Ending, JsonlError, Tail};
+use merit_journal::jsonl::{self, Appender, Ending, JsonlError, Tail};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -129,53 +129,10 @@ impl EpisodeRecord {
     }
 }
 
-/// Why the log could not be read or written.
-#[derive(Debug, thiserror::Error)]
-pub enum LogError {
-    /// Filesystem failure.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The operating system's reason.
-        source: std::io::Error,
-    },
-    /// A complete line that is not a valid record.
-    #[error("{path} line {line}: {message}")]
-    Corrupt {
-        /// The file.
-        path: PathBuf,
-        /// 1-based line number.
-        line: usize,
-        /// What is wrong.
-        message: String,
-    },
-    /// A record could not be serialized (never expected; reported instead of panicking).
-    #[error("{path}: cannot serialize the record of `{instance_id}`: {message}")]
-    Serialize {
-        /// The file.
-        path: PathBuf,
-        /// The task.
-        instance_id: String,
-        /// serde's reason.
-        message: String,
-    },
-}
-
-fn from_jsonl(error: JsonlError) -> LogError {
-    match error {
-        JsonlError::Io { path, source } => LogError::Io { path, source },
-        JsonlError::Corrupt {
-            path,
-            line,
-            message,
-        } => LogError::Corrupt {
-            path,
-            line,
-            message,
-        },
-    }
-}
+/// Why the log could not be read or written: the journals' one error type. A record that
+/// cannot be serialized (never expected) is a `Corrupt` error at line 0; a task logged twice
+/// is `Corrupt` at its second line.
+pub type LogError = JsonlError;
 
 /// What reading a log found.
 #[derive(Debug, Clone, Default)]
@@ -202,11 +159,11 @@ fn read_log_to_end(path: &Path) -> Result<(LoadedLog, Ending), LogError> {
         jsonl::parse_tagged(raw, EPISODE_FORMAT, "an episode record").map(Some)
     };
     // A record is logged once its newline is on disk: a last line without one is torn.
-    let mut lines = jsonl::records(path, Tail::Torn, parse).map_err(from_jsonl)?;
+    let mut lines = jsonl::records(path, Tail::Torn, parse)?;
     let mut loaded = LoadedLog::default();
     let mut seen = BTreeSet::new();
     for next in &mut lines {
-        let (line, record): (usize, EpisodeRecord) = next.map_err(from_jsonl)?;
+        let (line, record): (usize, EpisodeRecord) = next?;
         if !seen.insert(record.instance_id.clone()) {
             return Err(LogError::Corrupt {
                 path: path.to_path_buf(),
@@ -242,18 +199,21 @@ impl EpisodeLog {
     /// opens it for appending. Returns the records already there.
     pub fn open(path: &Path) -> Result<(EpisodeLog, LoadedLog), LogError> {
         let (loaded, ending) = read_log_to_end(path)?;
-        let appender = Appender::resume(path, &ending).map_err(from_jsonl)?;
+        let appender = Appender::resume(path, &ending)?;
         Ok((EpisodeLog { appender }, loaded))
     }
 
     /// Appends one record as one line and waits until it is on disk.
     pub fn append(&mut self, record: &EpisodeRecord) -> Result<(), LogError> {
-        let line = jsonl::to_line(record).map_err(|e| LogError::Serialize {
+        let line = jsonl::to_line(record).map_err(|e| LogError::Corrupt {
             path: self.path().to_path_buf(),
-            instance_id: record.instance_id.clone(),
-            message: e.to_string(),
+            line: 0,
+            message: format!(
+                "cannot serialize the record of `{}`: {e}",
+                record.instance_id
+            ),
         })?;
-        self.appender.append(&line).map_err(from_jsonl)
+        self.appender.append(&line)
     }
 
     /// The file.
@@ -439,7 +399,7 @@ impl std::fmt::Debug for MemoryRun<'_> {
 fn rebuild_memory(memory: &MemoryRun<'_>) -> Result<(InteractMemory, StreamPos), MemoryError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
-        move |source| MemoryError::Io { path, source }
+        move |source| MemoryError::Journal(JsonlError::Io { path, source })
     };
     std::fs::create_dir_all(&memory.dir).map_err(io(&memory.dir))?;
     for file in [EPISODE_FILE, TURN_FILE] {

@@ -1,17 +1,17 @@
 //! Append-only JSON Lines files that survive `kill -9`: the run directory's view of
-//! [`merit_memory::jsonl`], which holds the mechanics and their invariants.
+//! [`merit_journal::jsonl`], which holds the mechanics and their invariants.
 //!
 //! A record is written as one line and fsync'd before the writer moves on, so after a crash
 //! the file holds every finished record plus, at worst, one torn last line. Readers drop a
 //! torn last line (and can cut it off so the next append starts clean); anything else that is
 //! not valid is an error naming the file and line.
 
-use merit_memory::jsonl::{self as shared, Tail};
+use merit_journal::jsonl::{self as shared, Tail};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::path::Path;
 
-pub use merit_memory::jsonl::{truncate_torn_tail, JsonlError};
+pub use merit_journal::jsonl::{truncate_torn_tail, JsonlError};
 
 /// What reading a file found.
 #[derive(Debug)]

@@ -46,7 +46,8 @@ pub mod embed;
 pub mod entry;
 pub mod episode;
 pub mod failure;
-pub mod jsonl;
+/// The append-only JSONL layer (moved to `merit-journal`; re-exported for this crate's users).
+pub use merit_journal::jsonl;
 pub mod memory;
 pub mod reference;
 pub mod retrieve;

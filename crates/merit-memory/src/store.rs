@@ -15,14 +15,14 @@
 //! short by a crash) is dropped with a warning, and reopening for append truncates it away.
 //! Anything else (a line that is not a valid entry, a wrong format version, an entry in the
 //! wrong file, ids or stream positions out of commit order) is an error naming file and line.
-//! The reading and appending mechanics, and why they are safe, are in [`crate::jsonl`]; this
+//! The reading and appending mechanics, and why they are safe, are in [`merit_journal::jsonl`]; this
 //! module adds what a pool must satisfy.
 
 use crate::entry::{MemoryEntry, Polarity, FORMAT_VERSION};
 use crate::episode::FinalizedEpisode;
-use crate::jsonl::{self, Appender, Ending, JsonlError, Tail};
 use crate::memory::{Memory, MemoryError, Prepared};
 use merit_core::model::Embedder;
+use merit_journal::jsonl::{self, Appender, Ending, JsonlError, Tail};
 use std::path::{Path, PathBuf};
 
 /// File name of the positive pool.

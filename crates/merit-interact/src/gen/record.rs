@@ -13,7 +13,7 @@ use super::{io_error, GenError};
 use merit_data::{
     quote_identifier, render_create_tables, ColumnSchema, DatabaseSchema, ForeignKey, TableSchema,
 };
-use merit_memory::jsonl;
+use merit_journal::jsonl;
 use merit_sql::{Database, ExecLimits, SqliteDatabase};
 use serde::{Deserialize, Serialize};
 use sqlparser::ast::SetExpr;
@@ -238,7 +238,7 @@ fn from_jsonl(error: jsonl::JsonlError) -> GenError {
     }
 }
 
-/// Reads the complete lines of a JSONL file (`merit_memory::jsonl`); a missing file is empty.
+/// Reads the complete lines of a JSONL file (`merit_journal::jsonl`); a missing file is empty.
 /// A last line without its newline (a crash mid-write) is returned separately as its byte
 /// length and not parsed.
 fn read_lines<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<(Vec<T>, usize), GenError> {
@@ -264,7 +264,7 @@ pub fn read_rejections(path: &Path) -> Result<Vec<RejectionLine>, GenError> {
     read_lines(path).map(|(records, _)| records)
 }
 
-/// An append-only JSONL file: one `write` per line, then `fsync` (`merit_memory::jsonl`).
+/// An append-only JSONL file: one `write` per line, then `fsync` (`merit_journal::jsonl`).
 #[derive(Debug)]
 pub(crate) struct AppendFile {
     appender: jsonl::Appender,

@@ -71,8 +71,9 @@ pub use merit_memory::{Polarity, StreamPos};
 
 use crate::env::Trajectory;
 use merit_core::model::{Embedder, ModelError};
+use merit_journal::jsonl::JsonlError;
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The template family of the memory prompts (insight extraction, the prompted selector);
 /// bump it whenever a `memory_*.txt` template changes.
@@ -139,32 +140,10 @@ impl Default for MemoryConfig {
 /// Why the memory could not be read, written or extended.
 #[derive(Debug, thiserror::Error)]
 pub enum MemoryError {
-    /// Filesystem failure.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file or folder.
-        path: PathBuf,
-        /// The operating system's reason.
-        source: std::io::Error,
-    },
-    /// A complete line of a memory file that is not a valid entry, or entries out of order.
-    #[error("{path} line {line}: {message}")]
-    Corrupt {
-        /// The file.
-        path: PathBuf,
-        /// 1-based line number.
-        line: usize,
-        /// What is wrong.
-        message: String,
-    },
-    /// An entry could not be serialized (not expected; reported instead of panicking).
-    #[error("{path}: cannot serialize a memory entry: {message}")]
-    Serialize {
-        /// The file.
-        path: PathBuf,
-        /// serde's reason.
-        message: String,
-    },
+    /// The journal file could not be read or written, or holds a bad line (the journals'
+    /// one error type: a record that cannot be serialized is `Corrupt` at line 0).
+    #[error(transparent)]
+    Journal(#[from] JsonlError),
     /// The embedder failed.
     #[error("the embedder failed: {0}")]
     Embedding(#[from] ModelError),
@@ -182,9 +161,11 @@ pub enum MemoryError {
 }
 
 pub(crate) fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> MemoryError + '_ {
-    move |source| MemoryError::Io {
-        path: path.to_path_buf(),
-        source,
+    move |source| {
+        MemoryError::Journal(JsonlError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
     }
 }
 

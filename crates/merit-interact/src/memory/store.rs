@@ -12,14 +12,14 @@
 //! without its newline that does not parse (a write cut short by a crash) is dropped with a
 //! warning, and reopening for append cuts it off. Anything else (a broken or empty line,
 //! another format, an unknown field, ids not counting up from 0, stream positions going
-//! backwards) is [`MemoryError::Corrupt`] naming the file and the line. Vectors are not
+//! backwards) is `Corrupt` ([`MemoryError::Journal`]) naming the file and the line. Vectors are not
 //! stored: loading re-embeds every key with the embedder at hand, as the repair memory does.
-//! The reading and appending mechanics are the repair memory's ([`merit_memory::jsonl`]);
+//! The reading and appending mechanics are the repair memory's ([`merit_journal::jsonl`]);
 //! this module adds what a bank must satisfy.
 
 use super::{Level, MemoryError, Polarity, StreamPos};
 use merit_core::model::Embedder;
-use merit_memory::jsonl::{self, Appender, Ending, JsonlError, Tail};
+use merit_journal::jsonl::{self, Appender, Ending, JsonlError, Tail};
 use merit_memory::memory::normalized;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -108,7 +108,7 @@ impl<R: MemoryRecord> Bank<R> {
         let vectors = bank.embed(&loaded.entries, embedder)?;
         bank.entries = loaded.entries;
         bank.vectors = vectors;
-        bank.writer = Some(Appender::resume(path, &loaded.ending).map_err(from_jsonl)?);
+        bank.writer = Some(Appender::resume(path, &loaded.ending).map_err(MemoryError::from)?);
         Ok(bank)
     }
 
@@ -203,13 +203,14 @@ impl<R: MemoryRecord> Bank<R> {
             // last line.
             let mut text = Vec::new();
             for entry in &entries {
-                let line = jsonl::to_line(entry).map_err(|e| MemoryError::Serialize {
+                let line = jsonl::to_line(entry).map_err(|e| JsonlError::Corrupt {
                     path: writer.path().to_path_buf(),
-                    message: e.to_string(),
+                    line: 0,
+                    message: format!("cannot serialize a memory entry: {e}"),
                 })?;
                 text.extend_from_slice(&line);
             }
-            writer.append(&text).map_err(from_jsonl)?;
+            writer.append(&text).map_err(MemoryError::from)?;
         }
         let ids = entries.iter().map(MemoryRecord::id).collect();
         self.entries.extend(entries);
@@ -274,35 +275,20 @@ struct Loaded<R> {
 }
 
 fn corrupt(path: &Path, line: usize, message: impl Into<String>) -> MemoryError {
-    MemoryError::Corrupt {
+    MemoryError::Journal(JsonlError::Corrupt {
         path: path.to_path_buf(),
         line,
         message: message.into(),
-    }
-}
-
-fn from_jsonl(error: JsonlError) -> MemoryError {
-    match error {
-        JsonlError::Io { path, source } => MemoryError::Io { path, source },
-        JsonlError::Corrupt {
-            path,
-            line,
-            message,
-        } => MemoryError::Corrupt {
-            path,
-            line,
-            message,
-        },
-    }
+    })
 }
 
 fn read_bank<R: MemoryRecord>(path: &Path) -> Result<Loaded<R>, MemoryError> {
     // A complete entry whose newline is missing was written whole: keep it.
     let mut lines =
-        jsonl::records(path, Tail::KeepIfParses, parse_line::<R>).map_err(from_jsonl)?;
+        jsonl::records(path, Tail::KeepIfParses, parse_line::<R>).map_err(MemoryError::from)?;
     let mut entries: Vec<R> = Vec::new();
     for next in &mut lines {
-        let (number, entry) = next.map_err(from_jsonl)?;
+        let (number, entry) = next.map_err(MemoryError::from)?;
         let expected = entries.len() as u64;
         if entry.id() != expected {
             return Err(corrupt(

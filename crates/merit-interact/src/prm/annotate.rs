@@ -11,8 +11,8 @@
 //! Loading tolerates one thing: a last line without its newline that does not parse (a write
 //! cut short by a kill) is dropped with a warning, and opening for append cuts it off. Any
 //! other bad line (broken JSON, another format, an unknown field, a rubric out of range, a
-//! pair recorded twice) is [`AnnotateError::Corrupt`] with the line number. The reading and
-//! appending mechanics are shared with the memory files ([`merit_memory::jsonl`]).
+//! pair recorded twice) is `Corrupt` ([`AnnotateError::Journal`]) with the line number. The reading and
+//! appending mechanics are shared with the memory files ([`merit_journal::jsonl`]).
 //!
 //! Resuming: a pair is identified by `(state_id, memory_id)`; [`annotate()`] skips every pair
 //! already in the file, failures included (the judge is greedy, so asking again would give
@@ -23,7 +23,7 @@ use super::judge::{memory_text, prm_version, state_text, RubricJudge};
 use super::rubric::Rubric;
 use crate::memory::{TurnMemory, TurnState};
 use merit_core::model::ModelError;
-use merit_memory::jsonl::{self, Appender, Ending, JsonlError, Tail};
+use merit_journal::jsonl::{self, Appender, Ending, JsonlError, Tail};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -99,32 +99,10 @@ pub struct AnnotationRecord {
 /// Why annotating or reading annotations failed.
 #[derive(Debug, thiserror::Error)]
 pub enum AnnotateError {
-    /// Filesystem failure.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The operating system's reason.
-        source: std::io::Error,
-    },
-    /// A complete line that is not a valid record.
-    #[error("{path} line {line}: {message}")]
-    Corrupt {
-        /// The file.
-        path: PathBuf,
-        /// 1-based line number.
-        line: usize,
-        /// What is wrong.
-        message: String,
-    },
-    /// A record could not be serialized (not expected; reported instead of panicking).
-    #[error("{path}: cannot serialize an annotation: {message}")]
-    Serialize {
-        /// The file.
-        path: PathBuf,
-        /// serde's reason.
-        message: String,
-    },
+    /// The journal file could not be read or written, or holds a bad line (the journals'
+    /// one error type: a record that cannot be serialized is `Corrupt` at line 0).
+    #[error(transparent)]
+    Journal(#[from] JsonlError),
     /// [`AnnotationFile::append`] was given a pair the file already holds.
     #[error("{path}: the pair (state `{state_id}`, memory {memory_id}) is already recorded")]
     Duplicate {
@@ -138,21 +116,6 @@ pub enum AnnotateError {
     /// The judge's backend failed (nothing was recorded for the pair).
     #[error("the judge model failed: {0}")]
     Model(#[from] ModelError),
-}
-
-fn from_jsonl(error: JsonlError) -> AnnotateError {
-    match error {
-        JsonlError::Io { path, source } => AnnotateError::Io { path, source },
-        JsonlError::Corrupt {
-            path,
-            line,
-            message,
-        } => AnnotateError::Corrupt {
-            path,
-            line,
-            message,
-        },
-    }
 }
 
 /// An annotation file as read.
@@ -169,20 +132,21 @@ pub struct LoadedAnnotations {
 /// Reads an annotation file (a missing file has no records).
 pub fn read_annotations(path: &Path) -> Result<LoadedAnnotations, AnnotateError> {
     // A complete record whose newline is missing was written whole: keep it.
-    let mut lines = jsonl::records(path, Tail::KeepIfParses, parse_line).map_err(from_jsonl)?;
+    let mut lines =
+        jsonl::records(path, Tail::KeepIfParses, parse_line).map_err(AnnotateError::from)?;
     let mut loaded = LoadedAnnotations::default();
     let mut seen = BTreeSet::new();
     for next in &mut lines {
-        let (number, record) = next.map_err(from_jsonl)?;
+        let (number, record) = next.map_err(AnnotateError::from)?;
         if !seen.insert((record.state_id.clone(), record.memory_id)) {
-            return Err(AnnotateError::Corrupt {
+            return Err(AnnotateError::Journal(JsonlError::Corrupt {
                 path: path.to_path_buf(),
                 line: number,
                 message: format!(
                     "the pair (state `{}`, memory {}) is recorded twice",
                     record.state_id, record.memory_id
                 ),
-            });
+            }));
         }
         loaded.records.push(record);
     }
@@ -223,7 +187,7 @@ impl AnnotationFile {
     /// line so the next record starts on a line of its own.
     pub fn open(path: &Path) -> Result<(AnnotationFile, LoadedAnnotations), AnnotateError> {
         let loaded = read_annotations(path)?;
-        let appender = Appender::resume(path, &loaded.ending).map_err(from_jsonl)?;
+        let appender = Appender::resume(path, &loaded.ending).map_err(AnnotateError::from)?;
         let done = loaded
             .records
             .iter()
@@ -263,11 +227,12 @@ impl AnnotationFile {
                 memory_id: record.memory_id,
             });
         }
-        let line = jsonl::to_line(record).map_err(|e| AnnotateError::Serialize {
+        let line = jsonl::to_line(record).map_err(|e| JsonlError::Corrupt {
             path: self.path().to_path_buf(),
-            message: e.to_string(),
+            line: 0,
+            message: format!("cannot serialize an annotation: {e}"),
         })?;
-        self.appender.append(&line).map_err(from_jsonl)?;
+        self.appender.append(&line).map_err(AnnotateError::from)?;
         self.done.insert(key);
         Ok(())
     }

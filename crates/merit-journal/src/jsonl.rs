@@ -2,9 +2,10 @@
 //! behind the repair memory's pools, the interact memory banks, the PRM annotation file, the
 //! interact episode log and merit-lab's run logs.
 //!
-//! This module holds the mechanics only. Each caller keeps its own policy: how a line is
-//! parsed (which `format` it expects), what a parsed record must satisfy (ids in order, no
-//! pair twice), how a torn line is worded in its warnings, and its own error type.
+//! This module holds the mechanics and the one error type ([`JsonlError`]) of every journal.
+//! Each caller keeps its own policy: how a line is parsed (which `format` it expects), what a
+//! parsed record must satisfy (ids in order, no pair twice), and how a torn line is worded in
+//! its warnings.
 //!
 //! # Invariants
 //! - **One record, one line, one `write_all`.** [`Appender::append`] takes whole lines and
