@@ -1,13 +1,13 @@
 //! `merit bench memory`: MERIT memory retrieval latency (p50/p99, query embedding excluded)
 //! and bytes per entry at several sizes; the measurement itself is `merit_memory::bench`.
 
-/// `println!` through [`crate::memory_cmd::write_text`].
+/// `println!` through [`crate::files::write_text`].
 macro_rules! say {
     () => {
-        crate::memory_cmd::write_text("\n")
+        crate::files::write_text("\n")
     };
     ($($arg:tt)*) => {
-        crate::memory_cmd::write_text(&format!("{}\n", format_args!($($arg)*)))
+        crate::files::write_text(&format!("{}\n", format_args!($($arg)*)))
     };
 }
 

@@ -19,7 +19,7 @@
 //!    replies, so both send the same prompts.
 //! 4. **Embedder throughput**: sentences per second at batch 32, and the latency of one.
 
-use crate::ask_cmd::{
+use crate::models::{
     load_chat_model_with, load_embedder, reexec_with_bounded_openmp_spin, ChatLoad,
 };
 use anyhow::{anyhow, Result};
@@ -218,7 +218,7 @@ fn bench_chat(args: &ModelsBenchArgs) -> Result<()> {
         );
     }
     if let Some(tool) = &args.llama_bench {
-        let files = crate::ask_cmd::pull(&args.model, args.model_path.as_deref())?;
+        let files = crate::models::pull(&args.model, args.model_path.as_deref())?;
         let threads = args
             .threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -248,7 +248,7 @@ fn bench_chat(args: &ModelsBenchArgs) -> Result<()> {
     }
 
     if !args.streams.is_empty() {
-        let files = crate::ask_cmd::pull(&args.model, args.model_path.as_deref())?;
+        let files = crate::models::pull(&args.model, args.model_path.as_deref())?;
         let requests = crate::bench_streams::STREAM_QUESTIONS
             .iter()
             .map(|question| {

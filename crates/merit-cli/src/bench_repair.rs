@@ -16,7 +16,7 @@
 //! (chosen by a hash of the prompt), so episodes fail, get classified, repaired or not,
 //! write positive and negative memories and retrieve from memories that grow to full size.
 
-use crate::ask_cmd::{load_chat_model, reexec_with_bounded_openmp_spin};
+use crate::models::{load_chat_model, reexec_with_bounded_openmp_spin};
 use crate::run_cmd::{load_questions, run_with_models, RunArgs, RunModels};
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -113,7 +113,7 @@ pub fn run(args: RepairBenchArgs) -> Result<()> {
                 .run
                 .cache
                 .clone()
-                .unwrap_or_else(|| crate::run_cmd::merit_home().join("replies"));
+                .unwrap_or_else(|| crate::models::merit_home().join("replies"));
             replay(&args, from, &cache_dir, scratch.path())
         }
         None => {

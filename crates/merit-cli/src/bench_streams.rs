@@ -12,7 +12,7 @@
 //! baseline's: batched arithmetic can round a near-tie the other way, and how often that
 //! changes a reply is reported as the divergence rate.
 
-use crate::ask_cmd::{load_chat_model_with, ChatLoad};
+use crate::models::{load_chat_model_with, ChatLoad};
 use anyhow::{anyhow, Result};
 use merit_core::model::{ChatModel, ChatRequest, Decoding};
 use merit_models::llama::{LlamaChat, DEFAULT_CONTEXT_SIZE};

@@ -1,23 +1,24 @@
 //! `merit classify`: the deterministic failure classifier — one message, the rule table, or
 //! the validation against reference labels in the layout of the repair paper's Table 5.
 
-/// `println!` / `print!` through [`crate::memory_cmd::write_text`].
+/// `println!` / `print!` through [`crate::files::write_text`].
 macro_rules! say {
     () => {
-        crate::memory_cmd::write_text("\n")
+        crate::files::write_text("\n")
     };
     ($($arg:tt)*) => {
-        crate::memory_cmd::write_text(&format!("{}\n", format_args!($($arg)*)))
+        crate::files::write_text(&format!("{}\n", format_args!($($arg)*)))
     };
 }
 macro_rules! say_raw {
     ($($arg:tt)*) => {
-        crate::memory_cmd::write_text(&format!($($arg)*))
+        crate::files::write_text(&format!($($arg)*))
     };
 }
 
+use crate::args::StatusArg;
 use anyhow::{bail, Context, Result};
-use clap::{Args, ValueEnum};
+use clap::Args;
 use merit_core::{Benchmark, Question, Status};
 use merit_data::DatabaseDir;
 use merit_eval::spider_text::{
@@ -33,27 +34,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// An oracle status as typed on the command line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum StatusArg {
-    /// The query ran but its result is wrong.
-    DenotationMismatch,
-    /// The DBMS rejected the query.
-    ExecutionError,
-    /// The query ran out of time.
-    Timeout,
-}
-
-impl From<StatusArg> for Status {
-    fn from(value: StatusArg) -> Status {
-        match value {
-            StatusArg::DenotationMismatch => Status::DenotationMismatch,
-            StatusArg::ExecutionError => Status::ExecutionError,
-            StatusArg::Timeout => Status::Timeout,
-        }
-    }
-}
 
 /// Arguments of `merit classify`.
 #[derive(Debug, Args)]

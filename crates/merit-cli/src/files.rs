@@ -83,3 +83,20 @@ pub fn progress_bar(length: usize, message: &'static str) -> indicatif::Progress
     bar.set_message(message);
     bar
 }
+
+/// Writes `text` to stdout. When stdout is a closed pipe (`merit memory ls | head`), the
+/// program ends quietly, as command-line tools do, instead of panicking like `println!`.
+pub(crate) fn write_text(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(error) = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        if error.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: cannot write to stdout: {error}");
+        std::process::exit(1);
+    }
+}

@@ -1,5 +1,6 @@
 //! `merit`: the command-line tool. The only crate that knows about terminals and arguments.
 
+mod args;
 mod ask_cmd;
 mod bench;
 mod bench_memory;
@@ -9,9 +10,9 @@ mod bench_streams;
 mod classify_cmd;
 mod eval;
 mod files;
-mod interact_cmd;
-mod interact_learn_cmd;
+mod interact;
 mod memory_cmd;
+mod models;
 mod models_cmd;
 mod report_cmd;
 mod run_cmd;
@@ -54,7 +55,7 @@ enum Command {
     /// MERIT interact: the interactive agent on BIRD-Interact-format tasks.
     Interact {
         #[command(subcommand)]
-        what: interact_cmd::InteractCommand,
+        what: interact::InteractCommand,
     },
     /// List known models and fetch their weights into the local cache.
     Models {
@@ -79,7 +80,7 @@ fn main() -> ExitCode {
         Command::Classify(args) => classify_cmd::run(args),
         Command::Memory { what } => memory_cmd::run(what),
         Command::Models { what } => models_cmd::run(what),
-        Command::Interact { what } => interact_cmd::run(what),
+        Command::Interact { what } => interact::run(what),
         Command::Report(args) => report_cmd::run(args),
         Command::Run(args) => run_cmd::run(*args).map(|_| ()),
         Command::Demo(args) => run_cmd::demo(args),

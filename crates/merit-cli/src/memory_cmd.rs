@@ -1,18 +1,18 @@
 //! `merit memory ls | show | explain`: look inside a MERIT memory directory and see why a
 //! retrieval would pick what it picks.
 
-/// `println!` / `print!` through [`crate::memory_cmd::write_text`].
+/// `println!` / `print!` through [`crate::files::write_text`].
 macro_rules! say {
     () => {
-        crate::memory_cmd::write_text("\n")
+        crate::files::write_text("\n")
     };
     ($($arg:tt)*) => {
-        crate::memory_cmd::write_text(&format!("{}\n", format_args!($($arg)*)))
+        crate::files::write_text(&format!("{}\n", format_args!($($arg)*)))
     };
 }
 macro_rules! say_raw {
     ($($arg:tt)*) => {
-        crate::memory_cmd::write_text(&format!($($arg)*))
+        crate::files::write_text(&format!($($arg)*))
     };
 }
 
@@ -94,7 +94,7 @@ pub struct ExplainArgs {
     error: Option<String>,
     /// The oracle status (default: execution-error with --error, else denotation-mismatch).
     #[arg(long, value_enum)]
-    status: Option<crate::classify_cmd::StatusArg>,
+    status: Option<crate::args::StatusArg>,
     /// The predicted failure type (default: what the classifier says).
     #[arg(long = "type")]
     failure_type: Option<String>,
@@ -335,21 +335,4 @@ fn explain(args: ExplainArgs) -> Result<()> {
         }
     );
     Ok(())
-}
-
-/// Writes `text` to stdout. When stdout is a closed pipe (`merit memory ls | head`), the
-/// program ends quietly, as command-line tools do, instead of panicking like `println!`.
-pub(crate) fn write_text(text: &str) {
-    use std::io::Write;
-    let mut stdout = std::io::stdout().lock();
-    if let Err(error) = stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        if error.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(0);
-        }
-        eprintln!("error: cannot write to stdout: {error}");
-        std::process::exit(1);
-    }
 }

@@ -96,7 +96,7 @@ pub fn run(args: ReportArgs) -> Result<()> {
     let markdown = render_markdown(&report);
     let json = serde_json::to_string_pretty(&report)? + "\n";
     let out = args.out.unwrap_or_else(|| args.runs[0].join("report"));
-    crate::run_cmd::write_report(&out, &episodes)?;
+    merit_lab::report::write_report_files(&out, &episodes)?;
     if args.json {
         print!("{json}");
     } else {

@@ -1,6 +1,6 @@
 //! `merit run` and `merit demo`: MERIT repair experiments over a benchmark.
 
-use crate::ask_cmd::{load_chat_model_with, load_embedder, ChatLoad};
+use crate::models::{load_chat_model_with, load_embedder, merit_home, ChatLoad, RUN_CONTEXT_SIZE};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
 use merit_agent::extract::extract_sql;
@@ -16,11 +16,10 @@ use merit_core::{Benchmark, Question};
 use merit_data::{render_create_tables, DatabaseDir};
 use merit_eval::{EvalConfig, Evaluator, Oracle};
 use merit_lab::jsonl::{read_records, truncate_torn_tail, Appender};
-use merit_lab::plots::{accuracy_bars, accuracy_over_stream, repaired_by_step};
 use merit_lab::report::{build_report, render_markdown};
 use merit_lab::run::{
-    ensure_manifest, load_episodes, run_streams, write_atomically, MethodFactory, PreparedQuestion,
-    RunPlan, StreamSpec,
+    ensure_manifest, load_episodes, run_streams, MethodFactory, PreparedQuestion, RunPlan,
+    StreamSpec,
 };
 use merit_memory::{FinalizePolicy, Variant};
 use merit_models::cache::{CachedChat, CachedEmbedder, ReplyStore};
@@ -168,10 +167,6 @@ pub struct RunArgs {
     pub context_size: u32,
 }
 
-/// Default context window of `merit run` with the embedded model: room for a seven-step
-/// history over the largest Spider schemas (4,096 overflowed on Spider dev question 635).
-pub const RUN_CONTEXT_SIZE: u32 = 16_384;
-
 /// What a run directory's settings are; a resume must present the same.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Manifest {
@@ -218,15 +213,6 @@ struct InitialPrediction {
     sql: String,
     prompt_tokens: u32,
     completion_tokens: u32,
-}
-
-pub(crate) fn merit_home() -> PathBuf {
-    if let Some(home) = std::env::var_os("MERIT_HOME") {
-        return PathBuf::from(home);
-    }
-    std::env::var_os("HOME")
-        .map(|home| PathBuf::from(home).join(".cache").join("merit"))
-        .unwrap_or_else(|| PathBuf::from(".merit"))
 }
 
 /// `count` indices spread evenly over `0..available` (all of them when `count` is larger).
@@ -491,7 +477,7 @@ impl RunModels {
 /// replay benchmark passes cache-only models here, so that it times the harness alone.
 pub fn run_with_models(args: RunArgs, models: Option<RunModels>) -> Result<PathBuf> {
     if args.llm_url.is_none() && models.is_none() {
-        crate::ask_cmd::reexec_with_bounded_openmp_spin();
+        crate::models::reexec_with_bounded_openmp_spin();
     }
     let dir = match (&args.out, &args.resume) {
         (_, Some(dir)) => {
@@ -681,30 +667,10 @@ pub fn run_with_models(args: RunArgs, models: Option<RunModels>) -> Result<PathB
         bar.finish_and_clear();
     }
     let episodes = load_episodes(&dir, &streams)?;
-    write_report(&dir.join("report"), &episodes)?;
+    merit_lab::report::write_report_files(&dir.join("report"), &episodes)?;
     print!("{}", render_markdown(&build_report(&episodes)));
     eprintln!("run directory: {}", dir.display());
     Ok(dir)
-}
-
-/// Writes report.md, report.json and the three figures into `out`.
-pub fn write_report(out: &Path, episodes: &[EpisodeRecord]) -> Result<()> {
-    let report = build_report(episodes);
-    write_atomically(&out.join("report.md"), render_markdown(&report).as_bytes())?;
-    write_atomically(
-        &out.join("report.json"),
-        (serde_json::to_string_pretty(&report)? + "\n").as_bytes(),
-    )?;
-    write_atomically(&out.join("accuracy.svg"), accuracy_bars(&report).as_bytes())?;
-    write_atomically(
-        &out.join("repaired_by_step.svg"),
-        repaired_by_step(&report, episodes).as_bytes(),
-    )?;
-    write_atomically(
-        &out.join("accuracy_over_stream.svg"),
-        accuracy_over_stream(&report, episodes).as_bytes(),
-    )?;
-    Ok(())
 }
 
 fn rusqlite_version() -> String {

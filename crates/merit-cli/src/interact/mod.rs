@@ -2,8 +2,10 @@
 //! BIRD-Interact-format tasks, with the model-driven user simulator and optionally the
 //! dual-level long-term memory, in a resumable run directory; and the summary of such runs.
 
-use crate::ask_cmd::reexec_with_bounded_openmp_spin;
-use crate::interact_learn_cmd::{build_embedder, chat, open_store, ChatArgs};
+pub mod learn;
+
+use crate::models::reexec_with_bounded_openmp_spin;
+use crate::models::{build_embedder, chat, open_store, ChatArgs};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use merit_interact::agent::{AgentConfig, AgentStyle, ReactAgent, ToolCallMode};
@@ -45,15 +47,15 @@ pub enum InteractCommand {
     Stats(InteractStatsArgs),
     /// The process reward model: teacher annotations, the student and its agreement table.
     #[command(subcommand)]
-    Prm(crate::interact_learn_cmd::PrmCommand),
+    Prm(crate::interact::learn::PrmCommand),
     /// Train an episode- or turn-level selector with PPO (checkpoint + learning curve).
-    TrainSelector(Box<crate::interact_learn_cmd::TrainSelectorArgs>),
+    TrainSelector(Box<crate::interact::learn::TrainSelectorArgs>),
     /// Score turn-level selector checkpoints on a run's states with the student PRM (no
     /// training, no model calls): the held-out check for states from another split.
-    ScoreSelector(Box<crate::interact_learn_cmd::ScoreSelectorArgs>),
+    ScoreSelector(Box<crate::interact::learn::ScoreSelectorArgs>),
     /// Fork logged episodes at a frozen turn with no, BM25, cosine and learned turn memory
     /// (next-action validity and final success).
-    Counterfactual(Box<crate::interact_learn_cmd::CounterfactualArgs>),
+    Counterfactual(Box<crate::interact::learn::CounterfactualArgs>),
 }
 
 /// Arguments of `merit interact gen`.
@@ -115,7 +117,7 @@ pub struct InteractStatsArgs {
     seeds: Vec<PathBuf>,
     /// Embedder for the mean pairwise cosine distance.
     #[command(flatten)]
-    embed: crate::interact_learn_cmd::EmbedArgs,
+    embed: crate::models::EmbedArgs,
     /// Print JSON instead of Markdown.
     #[arg(long)]
     json: bool,
@@ -171,7 +173,7 @@ pub struct InteractRunArgs {
     #[arg(long, value_enum, default_value_t = ToolCallsArg::Auto)]
     tool_calls: ToolCallsArg,
     #[command(flatten)]
-    budget: crate::interact_learn_cmd::AgentBudgetArgs,
+    budget: crate::interact::learn::AgentBudgetArgs,
     #[command(flatten)]
     memory: MemoryArgs,
     /// Which agent: the interactive ReAct agent, or `vanilla`, the non-agentic LLM baseline
@@ -383,10 +385,10 @@ pub fn run(command: InteractCommand) -> Result<()> {
         InteractCommand::Gen(args) => generate(args),
         InteractCommand::InitDb(args) => init_db(args),
         InteractCommand::Stats(args) => stats(args),
-        InteractCommand::Prm(command) => crate::interact_learn_cmd::prm(command),
-        InteractCommand::TrainSelector(args) => crate::interact_learn_cmd::train_selector(*args),
-        InteractCommand::ScoreSelector(args) => crate::interact_learn_cmd::score_selector(*args),
-        InteractCommand::Counterfactual(args) => crate::interact_learn_cmd::counterfactual(*args),
+        InteractCommand::Prm(command) => crate::interact::learn::prm(command),
+        InteractCommand::TrainSelector(args) => crate::interact::learn::train_selector(*args),
+        InteractCommand::ScoreSelector(args) => crate::interact::learn::score_selector(*args),
+        InteractCommand::Counterfactual(args) => crate::interact::learn::counterfactual(*args),
     }
 }
 
@@ -512,7 +514,7 @@ fn generate(args: InteractGenArgs) -> Result<()> {
 fn stats(args: InteractStatsArgs) -> Result<()> {
     use merit_interact::gen;
     let databases = merit_data::DatabaseDir::new(&args.db_dir);
-    let embedder = crate::interact_learn_cmd::embedder_for(&args.embed)?;
+    let embedder = crate::models::embedder_for(&args.embed)?;
     let mut rows = Vec::new();
     for file in &args.tasks {
         let tasks = gen::read_generated(file)
@@ -609,7 +611,7 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
     check_run_options(&args)?;
     let parallel = usize::from(args.parallel);
     let store = open_store(args.cache.as_ref())?;
-    let model = crate::interact_learn_cmd::chat_with_parallel(&args.chat, &store, parallel)?;
+    let model = crate::models::chat_with_parallel(&args.chat, &store, parallel)?;
     let agent = ReactAgent::new(
         Arc::clone(&model),
         AgentConfig {
@@ -630,7 +632,7 @@ fn run_agent(args: InteractRunArgs) -> Result<()> {
     let log = args.out.join(LOG_FILE);
     let simulator_model = match &args.simulator_model {
         None => Arc::clone(&model),
-        Some(name) => crate::interact_learn_cmd::chat_with_parallel(
+        Some(name) => crate::models::chat_with_parallel(
             &args.chat.for_model(name, args.simulator_model_path.clone()),
             &store,
             parallel,

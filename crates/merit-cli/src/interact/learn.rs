@@ -6,13 +6,10 @@
 //! generator, so running a command again replays it: that is how an interrupted annotation
 //! or training continues (annotation files are also appended to and skip what they hold).
 
-use crate::ask_cmd::{
-    load_chat_model_with, load_embedder, reexec_with_bounded_openmp_spin, ChatLoad,
-};
-use crate::run_cmd::{merit_home, RUN_CONTEXT_SIZE};
+use crate::models::{chat, embedder, store, ChatArgs, EmbedArgs};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
-use merit_core::model::{ChatModel, Embedder};
+use merit_core::model::Embedder;
 use merit_interact::agent::{AgentConfig, ReactAgent};
 use merit_interact::memory::{InteractMemory, Level, MemoryConfig, RetrievalConfig};
 use merit_interact::prm::{
@@ -34,8 +31,6 @@ use merit_learn::train::{
     score_rules, split_by_task, train_bandit, train_episode_selector, turn_examples, BanditReward,
     EpisodeTraining, RuleScore, TrainError, TurnExample, UpdateRecord,
 };
-use merit_models::cache::{CachedChat, CachedEmbedder, ReplyStore};
-use merit_models::openai::{OpenAiChat, OpenAiConfig, OpenAiEmbedder};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -79,142 +74,6 @@ impl AgentBudgetArgs {
             ..AgentConfig::default()
         }
     }
-}
-
-/// The chat model of a command: a server, or an embedded GGUF model.
-#[derive(Debug, Args)]
-pub struct ChatArgs {
-    /// OpenAI-compatible chat server; default: the embedded model.
-    #[arg(long, requires = "llm_model")]
-    llm_url: Option<String>,
-    /// Model name on the chat server.
-    #[arg(long)]
-    llm_model: Option<String>,
-    /// Embedded chat model name.
-    #[arg(long, default_value = merit_models::registry::DEFAULT_CHAT_MODEL)]
-    model: String,
-    /// Path of the embedded chat model's GGUF file (skips pulling).
-    #[arg(long)]
-    model_path: Option<PathBuf>,
-    /// KV caches of the embedded model (1 to 8): the agent and the user simulator take turns
-    /// on one model, and with a cache each neither re-reads its whole conversation after the
-    /// other spoke. Each costs one context's memory.
-    #[arg(long, default_value_t = 2)]
-    cache_slots: usize,
-}
-
-/// The embedder of a command: a server, or the embedded MiniLM.
-#[derive(Debug, Args)]
-pub struct EmbedArgs {
-    /// Embedded embedder name.
-    #[arg(long, default_value = merit_models::registry::DEFAULT_EMBEDDER)]
-    embedder: String,
-    /// OpenAI-compatible embeddings server; default: the embedded embedder.
-    #[arg(long, requires = "embed_model")]
-    embed_url: Option<String>,
-    /// Embedding model name on the server.
-    #[arg(long)]
-    embed_model: Option<String>,
-    /// Reply cache folder (default: `$MERIT_HOME/replies`).
-    #[arg(long)]
-    cache: Option<PathBuf>,
-}
-
-impl ChatArgs {
-    /// The same backend with another model: an embedded model `name` (at `path` when given,
-    /// with one cache slot), or model `name` on the same server.
-    pub fn for_model(&self, name: &str, path: Option<PathBuf>) -> ChatArgs {
-        ChatArgs {
-            llm_url: self.llm_url.clone(),
-            llm_model: self.llm_url.as_ref().map(|_| name.to_string()),
-            model: name.to_string(),
-            model_path: path,
-            cache_slots: 1,
-        }
-    }
-
-    /// Whether the model is a server (no embedded model to load).
-    pub fn is_server(&self) -> bool {
-        self.llm_url.is_some()
-    }
-}
-
-/// The reply cache at `cache`, or `$MERIT_HOME/replies`.
-pub fn open_store(cache: Option<&PathBuf>) -> Result<Arc<ReplyStore>> {
-    Ok(Arc::new(
-        ReplyStore::open(
-            cache
-                .cloned()
-                .unwrap_or_else(|| merit_home().join("replies")),
-        )
-        .context("cannot open the reply cache")?,
-    ))
-}
-
-fn store(args: &EmbedArgs) -> Result<Arc<ReplyStore>> {
-    open_store(args.cache.as_ref())
-}
-
-/// The chat model of `args` behind the reply cache `store`.
-pub fn chat(args: &ChatArgs, store: &Arc<ReplyStore>) -> Result<Arc<dyn ChatModel>> {
-    chat_with_parallel(args, store, 1)
-}
-
-/// [`chat`] for `parallel` concurrent callers: an embedded model decodes up to that many
-/// conversations together (continuous batching); a server is unaffected.
-pub fn chat_with_parallel(
-    args: &ChatArgs,
-    store: &Arc<ReplyStore>,
-    parallel: usize,
-) -> Result<Arc<dyn ChatModel>> {
-    let live: Arc<dyn ChatModel> = match (&args.llm_url, &args.llm_model) {
-        (Some(url), Some(name)) => Arc::new(OpenAiChat::new(OpenAiConfig::new(url, name))?),
-        _ => {
-            reexec_with_bounded_openmp_spin();
-            Arc::new(load_chat_model_with(
-                &args.model,
-                args.model_path.as_deref(),
-                ChatLoad {
-                    cache_slots: args.cache_slots,
-                    parallel,
-                    ..ChatLoad::new(RUN_CONTEXT_SIZE)
-                },
-            )?)
-        }
-    };
-    Ok(Arc::new(CachedChat::from_arc(live, Arc::clone(store))))
-}
-
-/// The embedder of `args` behind its reply cache.
-pub fn embedder_for(args: &EmbedArgs) -> Result<Arc<dyn Embedder>> {
-    embedder(args, &store(args)?)
-}
-
-/// The embedder behind the reply cache.
-pub fn embedder(args: &EmbedArgs, store: &Arc<ReplyStore>) -> Result<Arc<dyn Embedder>> {
-    build_embedder(
-        &args.embedder,
-        args.embed_url.as_ref(),
-        args.embed_model.as_ref(),
-        store,
-    )
-}
-
-/// An embedder behind the reply cache: the server `url` with `model` when given, else the
-/// embedded embedder `name`.
-pub fn build_embedder(
-    name: &str,
-    url: Option<&String>,
-    model: Option<&String>,
-    store: &Arc<ReplyStore>,
-) -> Result<Arc<dyn Embedder>> {
-    let live: Arc<dyn Embedder> = match (url, model) {
-        (Some(url), Some(name)) => {
-            Arc::new(OpenAiEmbedder::new(OpenAiConfig::new(url, name), None)?)
-        }
-        _ => Arc::new(load_embedder(name, None)?),
-    };
-    Ok(Arc::new(CachedEmbedder::from_arc(live, Arc::clone(store))))
 }
 
 /// The process reward model's commands.
