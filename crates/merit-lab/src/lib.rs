@@ -5,6 +5,7 @@
 //! - [`stats`]: mean and sample standard deviation over seeds, and the paired query-cluster
 //!   bootstrap of the paper's Table 2.
 
+pub mod interact;
 pub mod jsonl;
 pub mod metrics;
 pub mod plots;
