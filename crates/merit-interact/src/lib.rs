@@ -34,52 +34,35 @@
 
 #![warn(missing_docs)]
 
-pub mod action;
 pub mod agent;
-pub mod backend;
-pub mod budget;
-pub mod env;
-mod error;
 pub mod fork;
-pub mod gen;
-pub mod harness;
-mod json;
-pub mod judge;
 pub mod memory;
-pub mod meta;
-pub mod pg;
 pub mod prm;
 pub mod prompts;
 pub mod runlog;
-pub mod simulator;
-pub mod task;
 
-pub use action::{ActionCall, Target};
+// The environment and task generation are crates of their own; their modules are re-exported
+// here so that one path (`merit_interact::env`, `merit_interact::gen`, ...) serves both.
+pub use merit_interact_env::{
+    action, backend, budget, env, error, harness, json, judge, meta, pg, simulator, task,
+};
+pub use merit_interact_gen as gen;
+
 pub use agent::{
     AgentConfig, AgentError, AgentStop, AgentStyle, EpisodeResult, Injection, InjectionRecord,
     MemoryAdvisor, NoMemory, ReactAgent, ToolCallMode,
 };
-pub use backend::{InteractBackend, PythonTarget, Rows, SqliteBackend, StatementFailure};
-pub use budget::{Budget, Coins, DEFAULT_PATIENCE};
-pub use env::{
-    sqlite_backend, EndReason, EnvConfig, Environment, ExecutePolicy, Outcome, StepResult,
-    Trajectory, TrajectoryStep,
+pub use merit_interact_env::{
+    sqlite_backend, ActionCall, Ambiguity, AmbiguityMap, Budget, Category, Cell, Coins,
+    DatabaseMeta, EndReason, EnvConfig, Environment, ExecutePolicy, FailReason, HiddenTask,
+    HumanSimulator, InteractBackend, InteractError, KnowledgeEntry, KnowledgeView, LoadError,
+    MergeReport, ModelSimulator, ModelSimulatorConfig, Outcome, Phase, PostgresBackend,
+    PostgresServer, PublicTask, PythonHarness, PythonTarget, Rows, ScriptedSimulator,
+    SimulatorContext, SimulatorError, SimulatorUsage, SqliteBackend, StatementFailure, StepResult,
+    Target, Task, TaskSet, TestRun, Trajectory, TrajectoryStep, UserSimulator, UserVerdict,
+    Verdict, VisibleKnowledge, DEFAULT_PATIENCE, OUT_OF_SCOPE_REPLY,
 };
-pub use error::{InteractError, LoadError};
-pub use harness::{PythonHarness, TestRun};
-pub use judge::{Cell, FailReason, Verdict};
-pub use meta::{DatabaseMeta, KnowledgeEntry, KnowledgeView, VisibleKnowledge};
-pub use pg::{PostgresBackend, PostgresServer};
 pub use runlog::{
     read_log, run_tasks, run_tasks_with_demos, run_tasks_with_memory, EpisodeLog, EpisodeRecord,
     EpisodeSummary, LogError, MemoryRun, MemoryUsage, RunError, RunSpec, RunSummary,
-};
-pub use simulator::human::HumanSimulator;
-pub use simulator::model::{ModelSimulator, ModelSimulatorConfig};
-pub use simulator::{
-    Phase, ScriptedSimulator, SimulatorContext, SimulatorError, SimulatorUsage, UserSimulator,
-    UserVerdict, OUT_OF_SCOPE_REPLY,
-};
-pub use task::{
-    Ambiguity, AmbiguityMap, Category, HiddenTask, MergeReport, PublicTask, Task, TaskSet,
 };

@@ -40,16 +40,17 @@
 //! agent knows nothing of how memories are stored or chosen: that is the advisor's side
 //! (`crate::memory::advisor` implements it over the dual-level memory).
 
+pub mod advice;
 pub mod parse;
 mod vanilla;
 
 use crate::backend::InteractBackend;
 use crate::env::{Environment, Trajectory, TrajectoryStep, DEFAULT_MAX_TURNS};
 use crate::error::InteractError;
-use crate::memory::Level;
 use crate::prompts;
 use crate::simulator::{SimulatorUsage, UserSimulator};
 use crate::task::PublicTask;
+use advice::Level;
 use merit_core::model::{
     ChatMessage, ChatModel, ChatReply, ChatRequest, Decoding, ModelError, ToolCall,
 };
@@ -207,7 +208,7 @@ pub struct InjectionRecord {
     /// The retrieval features of the injected memories, in the same order (what the online
     /// selectors learn from when a run is replayed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub chosen_features: Vec<crate::memory::CandidateFeatures>,
+    pub chosen_features: Vec<advice::CandidateFeatures>,
     /// The selector's name.
     pub selector: String,
     /// The selector's remark, e.g. why a model's reply was unusable.

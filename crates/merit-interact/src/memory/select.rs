@@ -22,9 +22,9 @@
 
 use super::memory_version;
 use super::retrieve::CandidateFeatures;
+pub use crate::agent::advice::Level;
 use crate::prompts::fill;
 use merit_core::model::{ChatMessage, ChatModel, ChatRequest, Decoding, ModelError};
-use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -32,16 +32,6 @@ use std::sync::Arc;
 pub const MEMORY_SELECT_EPISODE: &str = include_str!("../../prompts/memory_select_episode.txt");
 /// The prompted selector's message at the turn level.
 pub const MEMORY_SELECT_TURN: &str = include_str!("../../prompts/memory_select_turn.txt");
-
-/// Which memory level a retrieval is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Level {
-    /// Before an episode: whole earlier attempts.
-    Episode,
-    /// Before a turn: single earlier steps.
-    Turn,
-}
 
 /// One candidate as a selector sees it.
 #[derive(Debug, Clone)]

@@ -1,5 +1,5 @@
 //! Generated records in the BIRD-Interact task format, WITH ground truth, their append-only
-//! files, and the per-database metafiles that let [`crate::TaskSet::load`] read them back.
+//! files, and the per-database metafiles that let [`merit_interact_env::TaskSet::load`] read them back.
 //!
 //! A generated record is a task file line and a ground-truth line in one: `TaskSet::load`
 //! reads it as a task (the hidden fields land in `HiddenTask`, out of the agent's reach) and
@@ -403,7 +403,7 @@ pub fn schema_of_sqlite(sqlite_file: &Path, db_id: &str) -> Result<DatabaseSchem
 }
 
 /// Writes the three BIRD-Interact metafiles of a Spider database into `out_root/{db}/`, so that
-/// [`crate::TaskSet::load`] can load generated tasks with `out_root` as its database root:
+/// [`merit_interact_env::TaskSet::load`] can load generated tasks with `out_root` as its database root:
 ///
 /// * `{db}_schema.txt`: the `CREATE TABLE` text followed, per table, by up to three sample
 ///   rows (upstream's schema files show three), read through `merit_sql` read-only;

@@ -11,10 +11,10 @@
 
 use super::perturb::Target;
 use super::sqlast;
-use crate::json::{ask_json, reply_object, JsonCall, Wrapping};
-use crate::prompts::fill;
 use merit_core::model::{ChatMessage, ChatModel, ModelError};
+use merit_core::template::fill;
 use merit_data::{render_create_tables, DatabaseSchema};
+use merit_interact_env::json::{ask_json, reply_object, JsonCall, Wrapping};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlparser::ast::{GroupByExpr, LimitClause, OrderByKind, Query, SetExpr, TableFactor};
@@ -23,13 +23,13 @@ use sqlparser::ast::{GroupByExpr, LimitClause, OrderByKind, Query, SetExpr, Tabl
 pub const GEN_PROMPT_FAMILY: &str = "merit-interact-gen-v2";
 
 /// The system message: what to write and the style rules.
-pub const GEN_SYSTEM: &str = include_str!("../../prompts/gen_system.txt");
+pub const GEN_SYSTEM: &str = include_str!("../prompts/gen_system.txt");
 /// The system message for a statement that changes data (a Management target).
-pub const GEN_SYSTEM_WRITE: &str = include_str!("../../prompts/gen_system_write.txt");
+pub const GEN_SYSTEM_WRITE: &str = include_str!("../prompts/gen_system_write.txt");
 /// The user message: schema, SQL, outline.
-pub const GEN_REQUEST: &str = include_str!("../../prompts/gen_request.txt");
+pub const GEN_REQUEST: &str = include_str!("../prompts/gen_request.txt");
 /// The retry message after a malformed reply.
-pub const GEN_RETRY: &str = include_str!("../../prompts/gen_retry.txt");
+pub const GEN_RETRY: &str = include_str!("../prompts/gen_retry.txt");
 
 /// The eight ambiguity types of the paper (appendix A), as written in task files.
 pub const AMBIGUITY_TYPES: [&str; 8] = [
@@ -296,11 +296,11 @@ pub fn outline(query: &Query) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prompts::slots;
+    use merit_core::template::slots;
 
     #[test]
     fn templates_have_their_documented_slots() {
-        let readme = include_str!("../../prompts/README.md");
+        let readme = include_str!("../prompts/README.md");
         for (template, expected) in [
             (GEN_SYSTEM, &[][..]),
             (GEN_SYSTEM_WRITE, &[][..]),

@@ -24,6 +24,8 @@
 //! Nothing here knows about terminals or arguments; a CLI calls [`seed::load_seeds`],
 //! [`perturb::perturb_seeds`], [`run::generate_tasks`] and [`stats::compute_stats`].
 
+#![warn(missing_docs)]
+
 pub mod follow;
 pub mod perturb;
 pub mod record;
@@ -55,7 +57,7 @@ pub use write::{write_targets, WriteReport, WriteSpec};
 pub struct Extensions {
     /// Attach a phase-2 follow-up to every query target that has one ([`follow`]).
     pub follow_ups: bool,
-    /// Derive a Management target from every query target that allows one ([`write`]), placed
+    /// Derive a Management target from every query target that allows one ([`mod@write`]), placed
     /// right after it, so a run cut short by `--limit` still mixes both kinds.
     pub writes: bool,
 }

@@ -150,7 +150,7 @@ pub(crate) fn join(prefix: &str, key: &str) -> String {
 
 /// How much text around a JSON reply is forgiven.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Wrapping {
+pub enum Wrapping {
     /// A `<think>` block, a code fence and any text around the outermost braces are dropped
     /// (the generator and the insight extractor: small models add them whatever the prompt
     /// says, and the record is what matters).
@@ -171,7 +171,7 @@ fn after_think(reply: &str) -> &str {
 
 /// The one JSON object of a model reply, with `wrapping` deciding what may surround it. The
 /// error says what is wrong in words the model can act on.
-pub(crate) fn reply_object(reply: &str, wrapping: Wrapping) -> Result<Map<String, Value>, String> {
+pub fn reply_object(reply: &str, wrapping: Wrapping) -> Result<Map<String, Value>, String> {
     let text = after_think(reply);
     let body = match wrapping {
         Wrapping::Lenient => {
@@ -226,30 +226,30 @@ fn unfence(text: &str) -> Option<&str> {
 
 /// One strict-JSON model call: the first messages, the decoding budget, the two prompt
 /// versions, and the retry template (one `{{error}}` slot).
-pub(crate) struct JsonCall<'a> {
+pub struct JsonCall<'a> {
     /// The conversation of the first call.
-    pub(crate) messages: Vec<ChatMessage>,
+    pub messages: Vec<ChatMessage>,
     /// Token limit of each reply.
-    pub(crate) max_tokens: u32,
+    pub max_tokens: u32,
     /// `prompt_version` of the first call.
-    pub(crate) version: String,
+    pub version: String,
     /// `prompt_version` of the retry.
-    pub(crate) retry_version: String,
+    pub retry_version: String,
     /// The user message sent after a malformed reply.
-    pub(crate) retry_template: &'a str,
+    pub retry_template: &'a str,
 }
 
 /// What [`ask_json`] produced.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct JsonReply<T> {
+pub struct JsonReply<T> {
     /// The parsed value, or why the replies were unusable (the last reason).
-    pub(crate) value: Result<T, String>,
+    pub value: Result<T, String>,
     /// Model calls made (0 to 2).
-    pub(crate) calls: u32,
+    pub calls: u32,
     /// Prompt tokens over the calls.
-    pub(crate) prompt_tokens: u64,
+    pub prompt_tokens: u64,
     /// Completion tokens over the calls.
-    pub(crate) completion_tokens: u64,
+    pub completion_tokens: u64,
 }
 
 /// Asks `model` greedily, parses the reply with `parse`, and on a malformed reply sends it
@@ -257,7 +257,7 @@ pub(crate) struct JsonReply<T> {
 /// A backend error is returned as is; `ModelError::InvalidRequest` (a prompt longer than the
 /// context) is deterministic and becomes an unusable value instead, so a rerun does not hit
 /// it again.
-pub(crate) fn ask_json<T>(
+pub fn ask_json<T>(
     model: &dyn ChatModel,
     call: JsonCall<'_>,
     parse: impl Fn(&str) -> Result<T, String>,

@@ -295,7 +295,7 @@ fn render_segments(segments: &[Segment]) -> String {
 
 /// Removes a leading reasoning block (`<think>…</think>`) that reasoning models emit before
 /// their answer; an unclosed block means the model never got to the answer, so nothing is left.
-pub(crate) fn strip_reasoning(text: &str) -> &str {
+pub fn strip_reasoning(text: &str) -> &str {
     match (text.find("<think>"), text.rfind("</think>")) {
         (_, Some(end)) => &text[end + "</think>".len()..],
         (Some(start), None) => &text[..start],

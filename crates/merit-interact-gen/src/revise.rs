@@ -10,13 +10,13 @@ use super::request::{
     gen_version, parse_draft, request_messages, Draft, RequestConfig, RequestOutcome, GEN_RETRY,
 };
 use super::verify::{find_leaks, RejectReason, MAX_AMBIGUITIES, MIN_AMBIGUITIES};
-use crate::json::{ask_json, JsonCall};
-use crate::prompts::fill;
 use merit_core::model::{ChatMessage, ChatModel, ModelError};
+use merit_core::template::fill;
 use merit_data::DatabaseSchema;
+use merit_interact_env::json::{ask_json, JsonCall};
 
 /// The revision request's message after the draft.
-pub const GEN_REVISE: &str = include_str!("../../prompts/gen_revise.txt");
+pub const GEN_REVISE: &str = include_str!("../prompts/gen_revise.txt");
 
 /// The problems of `draft` in words the model can act on, one `- ` line each.
 pub fn describe_problems(
