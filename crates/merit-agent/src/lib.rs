@@ -7,6 +7,8 @@
 //! - [`memory`]: the adapter from the episode's memory trait to `merit-memory`;
 //! - [`repair`]: one repair episode, generic over the model, the oracle and the memory.
 
+#![warn(missing_docs)]
+
 /// SQL extraction lives in `merit_sql` (the interact agents use it too); re-exported here.
 pub use merit_sql::extract;
 pub mod grammar;

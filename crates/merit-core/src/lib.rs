@@ -5,6 +5,8 @@
 //! (question, attempt, oracle status, hardness, ...), plus [`template`], the pure `{{slot}}`
 //! filler that the repair and the interact prompts share.
 
+#![warn(missing_docs)]
+
 pub mod episode;
 pub mod fs;
 pub mod hash;

@@ -11,6 +11,8 @@
 //! - [`oracle`]: the gold-holding judge the repair loop calls;
 //! - [`suite`]: batch evaluation and the official report tables.
 
+#![warn(missing_docs)]
+
 pub mod compare;
 pub mod evaluator;
 pub mod oracle;

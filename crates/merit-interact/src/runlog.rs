@@ -308,8 +308,9 @@ pub enum RunError {
 /// Runs every task of `spec` that its log does not hold yet, one after another, logging each
 /// finished episode before starting the next. `make_backend` opens a task's database (e.g.
 /// [`crate::sqlite_backend`]); `make_simulator` builds a fresh simulator per task;
-/// `on_episode` sees each new record (for progress). Tasks whose database is unavailable or
-/// that have no ground truth are skipped and reported; other failures stop the run.
+/// `on_episode` sees each new record (for progress). Tasks whose database is unavailable, or
+/// that have no ground truth while the simulator cannot judge answers itself, are skipped and
+/// reported; other failures stop the run.
 pub fn run_tasks<B, S>(
     spec: &RunSpec<'_>,
     agent: &ReactAgent,

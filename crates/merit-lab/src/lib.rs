@@ -5,6 +5,8 @@
 //! - [`stats`]: mean and sample standard deviation over seeds, and the paired query-cluster
 //!   bootstrap of the paper's Table 2.
 
+#![warn(missing_docs)]
+
 pub mod interact;
 pub mod jsonl;
 pub mod metrics;

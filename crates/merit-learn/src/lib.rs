@@ -9,6 +9,8 @@
 //!   [`merit_interact::memory::Selector`].
 //! - [`student`]: the student PRM distilled from the rubric teacher's annotations.
 
+#![warn(missing_docs)]
+
 pub mod selector;
 pub mod student;
 pub mod train;

@@ -38,6 +38,8 @@
 //! }
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod bench;
 pub mod classify;
 pub mod config;

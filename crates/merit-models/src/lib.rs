@@ -6,6 +6,8 @@
 //! - [`llama`]: in-process GGUF chat models through llama.cpp, with prefix (KV-cache) reuse;
 //! - [`embed`]: in-process sentence embeddings (all-MiniLM-L6-v2) through candle.
 
+#![warn(missing_docs)]
+
 pub mod cache;
 pub mod embed;
 pub mod llama;

@@ -12,6 +12,8 @@
 //! The [`Database`] trait is the boundary: evaluators, the oracle and agents only see it, so a
 //! PostgreSQL backend can sit beside [`SqliteDatabase`] without touching them.
 
+#![warn(missing_docs)]
+
 pub mod extract;
 mod scratch;
 mod sqlite;
