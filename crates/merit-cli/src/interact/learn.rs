@@ -14,7 +14,7 @@ use merit_interact::agent::{AgentConfig, ReactAgent};
 use merit_interact::memory::{InteractMemory, Level, MemoryConfig, RetrievalConfig};
 use merit_interact::prm::{
     annotate, memory_text, read_annotations, scalar_utility, state_text, AnnotationPair,
-    AnnotationRecord, JudgeConfig, RubricJudge,
+    JudgeConfig, RubricJudge,
 };
 use merit_interact::runlog::read_log;
 use merit_interact::simulator::model::{ModelSimulator, ModelSimulatorConfig};
@@ -24,8 +24,7 @@ use merit_learn::selector::{
     SelectorPolicy,
 };
 use merit_learn::student::{
-    examples_from_annotations, student_agreement, train_grpo, train_sft, AgreementTable,
-    GrpoConfig, PairFeatures, PairInput, RewardWeights, SftConfig, StudentConfig, StudentPrm,
+    train_student, PairFeatures, PairInput, SplitBy, StudentPrm, StudentTraining,
 };
 use merit_learn::train::{
     score_rules, split_by_task, train_bandit, train_episode_selector, turn_examples, BanditReward,
@@ -354,21 +353,7 @@ fn prm_annotate(args: AnnotateArgs) -> Result<()> {
 
 /// A stable split of a pair: 0..100 from its ids (FNV-1a), independent of file order; from
 /// the state's id alone when splitting by state.
-fn bucket(record: &AnnotationRecord, split_by: SplitByArg) -> u64 {
-    let memory_bytes = match split_by {
-        SplitByArg::Pair => record.memory_id.to_le_bytes().to_vec(),
-        SplitByArg::State => Vec::new(),
-    };
-    let mut hash = merit_core::hash::Fnv1a::new();
-    hash.write(record.state_id.as_bytes());
-    hash.write(&memory_bytes);
-    hash.finish() % 100
-}
-
 fn prm_train(args: PrmTrainArgs) -> Result<()> {
-    if args.held_out_percent == 0 || args.held_out_percent >= 100 {
-        bail!("--held-out-percent must be between 1 and 99");
-    }
     let mut records = Vec::new();
     for file in &args.annotations {
         let loaded = read_annotations(file)
@@ -378,92 +363,32 @@ fn prm_train(args: PrmTrainArgs) -> Result<()> {
         }
         records.extend(loaded.records);
     }
-    let judged = records
-        .iter()
-        .filter(|r| r.result.rubric().is_some())
-        .count();
-    if judged < 10 {
-        bail!("only {judged} annotated pairs have a valid rubric; annotate more before training");
-    }
     let store = store(&args.embed)?;
     let embedder = embedder(&args.embed, &store)?;
-    let (mut held_out, mut sft, mut grpo) = (Vec::new(), Vec::new(), Vec::new());
-    let rest = 100 - args.held_out_percent;
-    for record in records {
-        let b = bucket(&record, args.split_by);
-        if b < args.held_out_percent {
-            held_out.push(record);
-        } else if b < args.held_out_percent + rest / 2 {
-            sft.push(record);
-        } else {
-            grpo.push(record);
-        }
-    }
-    let held_out = examples_from_annotations(&held_out, embedder.as_ref())?;
-    let sft = examples_from_annotations(&sft, embedder.as_ref())?;
-    let grpo = examples_from_annotations(&grpo, embedder.as_ref())?;
-    eprintln!(
-        "pairs with a rubric: {} SFT, {} GRPO, {} held out",
-        sft.len(),
-        grpo.len(),
-        held_out.len()
-    );
-    if sft.is_empty() || grpo.is_empty() || held_out.is_empty() {
-        bail!("a split is empty; annotate more pairs");
-    }
-    let config = StudentConfig {
-        dimension: embedder.dimension(),
-        seed: args.seed,
-        ..StudentConfig::default()
-    };
-    let weights = RewardWeights::default();
-    let untrained = StudentPrm::new(config.clone())?;
-    let mut rows = vec![student_agreement(
-        "student (untrained)",
-        &untrained,
-        &held_out,
-        &weights,
-    )?];
-    let mut student = StudentPrm::new(config)?;
-    train_sft(
-        &mut student,
-        &sft,
-        &SftConfig {
-            seed: args.seed.wrapping_add(1),
-            ..SftConfig::default()
+    let trained = train_student(
+        records,
+        embedder.as_ref(),
+        StudentTraining {
+            held_out_percent: args.held_out_percent,
+            split_by: match args.split_by {
+                SplitByArg::Pair => SplitBy::Pair,
+                SplitByArg::State => SplitBy::State,
+            },
+            seed: args.seed,
         },
     )?;
-    rows.push(student_agreement(
-        "student (SFT)",
-        &student,
-        &held_out,
-        &weights,
-    )?);
-    let reference = student.try_clone()?;
-    train_grpo(
-        &mut student,
-        &reference,
-        &grpo,
-        &GrpoConfig {
-            seed: args.seed.wrapping_add(2),
-            ..GrpoConfig::default()
-        },
-    )?;
-    rows.push(student_agreement(
-        "student (SFT+GRPO)",
-        &student,
-        &held_out,
-        &weights,
-    )?);
+    let (sft, grpo, held_out) = trained.sizes;
+    eprintln!("pairs with a rubric: {sft} SFT, {grpo} GRPO, {held_out} held out");
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;
-    student.save(&args.out.join("student.safetensors"))?;
-    let table = AgreementTable { rows };
+    trained
+        .student
+        .save(&args.out.join("student.safetensors"))?;
     crate::files::write_atomically(
         &args.out.join("agreement.json"),
-        serde_json::to_string_pretty(&table)?.as_bytes(),
+        serde_json::to_string_pretty(&trained.agreement)?.as_bytes(),
     )?;
-    let markdown = table.to_markdown();
+    let markdown = trained.agreement.to_markdown();
     crate::files::write_atomically(&args.out.join("agreement.md"), markdown.as_bytes())?;
     print!("{markdown}");
     Ok(())

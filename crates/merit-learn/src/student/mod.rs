@@ -34,10 +34,12 @@
 
 pub mod agreement;
 pub mod checkpoint;
+pub mod pipeline;
 pub mod train;
 
 pub use agreement::{agreement, student_agreement, AgreementRow, AgreementTable};
 pub use checkpoint::{sidecar_path, CheckpointMeta, TensorMeta, STUDENT_FORMAT};
+pub use pipeline::{bucket, train_student, SplitBy, StudentTraining, TrainedStudent};
 pub use train::{
     decision_reward, examples_from_annotations, matching_reward, mean_matching_reward, train_grpo,
     train_sft, Decisions, GrpoConfig, RewardWeights, SftConfig, TrainExample, TrainReport,

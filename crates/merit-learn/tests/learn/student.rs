@@ -488,3 +488,91 @@ fn annotations_become_examples_without_failures() {
     assert!(example.input.features.same_previous_tool);
     assert_eq!(example.input.features.request_overlap, 1.0);
 }
+
+#[test]
+fn the_training_pipeline_splits_by_state_trains_and_refuses_too_little() {
+    use merit_interact::memory::{TurnMemory, TurnState};
+    use merit_interact::prm::{memory_text, state_text, AnnotationRecord, Judged};
+    use merit_learn::student::{bucket, train_student, SplitBy, StudentTraining};
+    let state = |n: usize| TurnState {
+        initial_request: format!("Count the singers of group {n}"),
+        current_request: format!("Count the singers of group {n}"),
+        previous_action: None,
+        previous_observation: None,
+    };
+    let memory: TurnMemory = serde_json::from_value(serde_json::json!({
+        "format": "merit-interact-memory-turn-v1", "id": 4, "instance_id": "t",
+        "database": "db", "stream_pos": 0, "turn": 1,
+        "state": {"initial_request": "Count the singers", "current_request": "Count the singers",
+                  "previous_action": null, "previous_observation": null},
+        "action_skeleton": "GET_SCHEMA", "result": "CREATE TABLE singer (id INT)",
+        "polarity": "positive", "episode_reward": 1.0
+    }))
+    .unwrap();
+    let record = |n: usize, memory_id: u64| AnnotationRecord {
+        format: merit_interact::prm::ANNOTATION_FORMAT.into(),
+        state_id: format!("s{n}"),
+        memory_id,
+        state_text: state_text(&state(n)),
+        memory_text: memory_text(&memory),
+        state: state(n),
+        memory: memory.clone(),
+        judge_model: "teacher".into(),
+        prompt_version: "merit-interact-prm-v1/rubric".into(),
+        calls: 1,
+        prompt_tokens: 0,
+        completion_tokens: 0,
+        result: Judged::Rubric(Box::new(rubric(
+            [(n % 5 + 1) as u8, 3, 2, 5, 4, 3, (n % 6) as u8],
+            n.is_multiple_of(2),
+            false,
+        ))),
+    };
+    // Split by state: every pair of a state lands in one bucket.
+    for n in 0..20 {
+        let buckets: Vec<u64> = (0..4)
+            .map(|m| bucket(&record(n, m), SplitBy::State))
+            .collect();
+        assert!(buckets.windows(2).all(|w| w[0] == w[1]), "{buckets:?}");
+    }
+    let records: Vec<AnnotationRecord> = (0..60).map(|n| record(n, 4)).collect();
+    let training = StudentTraining {
+        held_out_percent: 30,
+        split_by: SplitBy::State,
+        seed: 7,
+    };
+    let trained = train_student(records.clone(), &ByteEmbedder, training).unwrap();
+    let (sft, grpo, held_out) = trained.sizes;
+    assert_eq!(sft + grpo + held_out, 60);
+    assert!(sft > 0 && grpo > 0 && held_out > 0);
+    let names: Vec<&str> = trained
+        .agreement
+        .rows
+        .iter()
+        .map(|r| r.model.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["student (untrained)", "student (SFT)", "student (SFT+GRPO)"]
+    );
+    // Deterministic: the same records and seed give the same table.
+    let again = train_student(records.clone(), &ByteEmbedder, training).unwrap();
+    assert_eq!(
+        serde_json::to_string(&again.agreement).unwrap(),
+        serde_json::to_string(&trained.agreement).unwrap()
+    );
+    // Too few judged pairs, or a held-out share out of range: clear errors.
+    let error = train_student(records[..5].to_vec(), &ByteEmbedder, training).unwrap_err();
+    assert!(
+        error.to_string().contains("only 5 annotated pairs"),
+        "{error}"
+    );
+    let bad = StudentTraining {
+        held_out_percent: 0,
+        ..training
+    };
+    assert!(train_student(records, &ByteEmbedder, bad)
+        .unwrap_err()
+        .to_string()
+        .contains("between 1 and 99"));
+}
