@@ -11,6 +11,7 @@
 
 #![warn(missing_docs)]
 
+pub mod holdout;
 pub mod selector;
 pub mod student;
 pub mod train;

@@ -12,23 +12,19 @@ use clap::{Args, Subcommand, ValueEnum};
 use merit_core::model::Embedder;
 use merit_interact::agent::{AgentConfig, ReactAgent};
 use merit_interact::memory::{InteractMemory, Level, MemoryConfig, RetrievalConfig};
-use merit_interact::prm::{
-    annotate, memory_text, read_annotations, scalar_utility, state_text, AnnotationPair,
-    JudgeConfig, RubricJudge,
-};
+use merit_interact::prm::{annotate, read_annotations, AnnotationPair, JudgeConfig, RubricJudge};
 use merit_interact::runlog::read_log;
 use merit_interact::simulator::model::{ModelSimulator, ModelSimulatorConfig};
 use merit_interact::{sqlite_backend, EnvConfig, TaskSet};
+use merit_learn::holdout::{prm_utilities, HeldOut, PrmRewards};
 use merit_learn::selector::{
     decision_shift, PpoConfig, PpoTrainer, SelectionExample, SelectorConfig, SelectorInputs,
     SelectorPolicy,
 };
-use merit_learn::student::{
-    train_student, PairFeatures, PairInput, SplitBy, StudentPrm, StudentTraining,
-};
+use merit_learn::student::{train_student, SplitBy, StudentPrm, StudentTraining};
 use merit_learn::train::{
-    score_rules, split_by_task, train_bandit, train_episode_selector, turn_examples, BanditReward,
-    EpisodeTraining, RuleScore, TrainError, TurnExample, UpdateRecord,
+    score_rules, split_by_task, train_bandit, train_episode_selector, turn_examples,
+    EpisodeTraining, TurnExample, UpdateRecord,
 };
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -394,28 +390,6 @@ fn prm_train(args: PrmTrainArgs) -> Result<()> {
     Ok(())
 }
 
-/// Rewards of turn-level choices: the student PRM's scalar utility of every candidate,
-/// computed once.
-struct PrmRewards {
-    utilities: Vec<Vec<f64>>,
-    none: f64,
-}
-
-impl BanditReward for PrmRewards {
-    fn reward(&self, index: usize, choice: usize) -> Result<f64, TrainError> {
-        self.utilities
-            .get(index)
-            .and_then(|row| row.get(choice))
-            .copied()
-            .ok_or_else(|| {
-                TrainError::Tasks(format!("no reward for state {index} choice {choice}"))
-            })
-    }
-    fn none(&self) -> f64 {
-        self.none
-    }
-}
-
 fn write_curve(out: &Path, level: &str, curve: &[UpdateRecord]) -> Result<()> {
     let mut lines = String::new();
     for record in curve {
@@ -458,29 +432,7 @@ fn turn_states_with_utilities(
     let examples = turn_examples(&records, &memory, embedder, retrieval)?;
     let student = StudentPrm::load(prm)
         .with_context(|| format!("cannot load the student PRM {}", prm.display()))?;
-    let mut utilities = Vec::with_capacity(examples.len());
-    for example in &examples {
-        let mut texts = vec![state_text(&example.state)];
-        texts.extend(example.memories.iter().map(memory_text));
-        let vectors = embedder.embed(&texts)?;
-        let inputs: Vec<PairInput> = example
-            .memories
-            .iter()
-            .zip(&vectors[1..])
-            .map(|(memory, vector)| PairInput {
-                state: vectors[0].clone(),
-                memory: vector.clone(),
-                features: PairFeatures::from_pair(&example.state, memory),
-            })
-            .collect();
-        let rubrics = student.rubrics(&inputs)?;
-        utilities.push(
-            rubrics
-                .iter()
-                .map(|r| f64::from(scalar_utility(r)))
-                .collect(),
-        );
-    }
+    let utilities = prm_utilities(&examples, &student, embedder)?;
     eprintln!(
         "{} turn states with candidates from {} episodes",
         examples.len(),
@@ -696,13 +648,7 @@ pub fn train_selector(args: TrainSelectorArgs) -> Result<()> {
                 .iter()
                 .map(|&i| all_problems[i].clone())
                 .collect();
-            let rewards = PrmRewards {
-                utilities: train_indices
-                    .iter()
-                    .map(|&i| all_rewards.utilities[i].clone())
-                    .collect(),
-                none: args.none_reward,
-            };
+            let rewards = all_rewards.subset(&train_indices);
             train_bandit(
                 &problems,
                 &rewards,
@@ -754,104 +700,9 @@ pub fn train_selector(args: TrainSelectorArgs) -> Result<()> {
         let report = held_out.report(&untrained, &trained)?;
         let path = args.out.join(format!("{name}-holdout.json"));
         crate::files::write_atomically(&path, serde_json::to_string_pretty(&report)?.as_bytes())?;
-        print!("{}", held_out_markdown(&report, &path));
+        print!("{}", report.to_markdown(&path.display().to_string()));
     }
     Ok(())
-}
-
-/// The turn-level states split for a held-out check, with every state's rewards.
-struct HeldOut {
-    problems: Vec<SelectionExample>,
-    rewards: PrmRewards,
-    train: Vec<usize>,
-    held: Vec<usize>,
-}
-
-/// The held-out check's result (`<level>-holdout.json`).
-#[derive(Debug, serde::Serialize)]
-struct HeldOutReport {
-    /// Scores on the training states.
-    training: Vec<RuleScore>,
-    /// Scores on the held-out states.
-    held_out: Vec<RuleScore>,
-    /// Training states whose candidates differ in utility (elsewhere only "inject or not"
-    /// matters, not which memory).
-    training_states_with_differing_candidates: usize,
-    /// The same among the held-out states.
-    held_out_states_with_differing_candidates: usize,
-}
-
-impl HeldOut {
-    fn report(
-        &self,
-        untrained: &SelectorPolicy,
-        trained: &SelectorPolicy,
-    ) -> Result<HeldOutReport> {
-        let part = |indices: &[usize]| -> Result<Vec<RuleScore>> {
-            let mut rows = score_rules(
-                "trained selector",
-                trained,
-                &self.problems,
-                indices,
-                &self.rewards,
-            )?;
-            let before = score_rules(
-                "untrained selector",
-                untrained,
-                &self.problems,
-                indices,
-                &self.rewards,
-            )?;
-            rows.insert(1, before.into_iter().next().context("no untrained row")?);
-            Ok(rows)
-        };
-        let differing = |indices: &[usize]| {
-            indices
-                .iter()
-                .filter(|&&i| {
-                    let row = &self.rewards.utilities[i];
-                    row.iter().any(|u| *u != row[0])
-                })
-                .count()
-        };
-        Ok(HeldOutReport {
-            training: part(&self.train)?,
-            held_out: part(&self.held)?,
-            training_states_with_differing_candidates: differing(&self.train),
-            held_out_states_with_differing_candidates: differing(&self.held),
-        })
-    }
-}
-
-fn held_out_markdown(report: &HeldOutReport, path: &Path) -> String {
-    let mut out = format!(
-        "\nGreedy choices (at most one memory) valued by the student PRM's utility, on the \
-         training states and on the states of the held-out tasks ({}):\n\n\
-         | rule | training states | mean utility | inject rate | held-out states | mean utility | inject rate |\n\
-         |---|---:|---:|---:|---:|---:|---:|\n",
-        path.display()
-    );
-    for (train, held) in report.training.iter().zip(&report.held_out) {
-        out.push_str(&format!(
-            "| {} | {} | {:.3} | {:.2} | {} | {:.3} | {:.2} |\n",
-            train.rule,
-            train.states,
-            train.mean_reward,
-            train.inject_rate,
-            held.states,
-            held.mean_reward,
-            held.inject_rate
-        ));
-    }
-    out.push_str(&format!(
-        "\nStates whose candidates differ in utility (where *which* memory matters, not only \
-         whether to inject one): {} of {} training, {} of {} held-out.\n",
-        report.training_states_with_differing_candidates,
-        report.training.first().map_or(0, |r| r.states),
-        report.held_out_states_with_differing_candidates,
-        report.held_out.first().map_or(0, |r| r.states),
-    ));
-    out
 }
 
 /// Arguments of `merit interact counterfactual`.
