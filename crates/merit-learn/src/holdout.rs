@@ -203,7 +203,10 @@ mod tests {
         };
         assert_eq!(rewards.reward(0, 1).unwrap(), 0.9);
         assert_eq!(rewards.none(), 0.25);
-        assert!(rewards.reward(1, 1).is_err(), "a choice out of range is an error");
+        assert!(
+            rewards.reward(1, 1).is_err(),
+            "a choice out of range is an error"
+        );
         let part = rewards.subset(&[2, 0]);
         assert_eq!(part.utilities, vec![vec![0.2, 0.3, 0.4], vec![0.1, 0.9]]);
         assert_eq!(part.none, 0.25);

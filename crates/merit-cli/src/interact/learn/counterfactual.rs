@@ -1,0 +1,209 @@
+//! `merit interact counterfactual`: logged episodes forked at a frozen turn.
+
+use super::{open_memory, AgentBudgetArgs};
+use crate::models::{chat, embedder, store, ChatArgs, EmbedArgs};
+use anyhow::{Context, Result};
+use clap::Args;
+use merit_interact::agent::ReactAgent;
+use merit_interact::memory::{Level, RetrievalConfig};
+use merit_interact::runlog::read_log;
+use merit_interact::simulator::model::{ModelSimulator, ModelSimulatorConfig};
+use merit_interact::{sqlite_backend, EnvConfig, TaskSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Arguments of `merit interact counterfactual`.
+#[derive(Debug, Args)]
+pub struct CounterfactualArgs {
+    /// The run whose logged episodes are forked.
+    #[arg(long)]
+    run: PathBuf,
+    /// The frozen turn t: replies before it are replayed, turn t is the first new one (the
+    /// paper's Table 4 freezes turn 7; episodes shorter than t are skipped).
+    #[arg(long, default_value_t = 7)]
+    turn: usize,
+    /// The run's task file.
+    #[arg(long)]
+    tasks: PathBuf,
+    /// The tasks' database folder.
+    #[arg(long)]
+    db_root: PathBuf,
+    /// Databases missing beside their metafiles come from `<DIR>/<db>/<db>.sqlite`.
+    #[arg(long)]
+    sqlite_dir: Option<PathBuf>,
+    /// The frozen memory the selectors choose from.
+    #[arg(long)]
+    memory_from: PathBuf,
+    /// A turn-level checkpoint: adds the learned arm.
+    #[arg(long)]
+    turn_selector: Option<PathBuf>,
+    /// Markdown table written here (and printed); a JSON file of every fork beside it.
+    #[arg(long)]
+    out: PathBuf,
+    /// Fork only the first N logged episodes long enough to reach the frozen turn.
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Every fork is appended here as it finishes, and a later invocation skips the forks
+    /// already in it (same task, arm and turn). Default: the `--out` file with the extension
+    /// `forks.jsonl`. Delete it to start over after changing the memory or a selector.
+    #[arg(long)]
+    log: Option<PathBuf>,
+    /// The agent's budget in the forks (use the values of the run being forked).
+    #[command(flatten)]
+    budget: AgentBudgetArgs,
+    #[command(flatten)]
+    chat: ChatArgs,
+    #[command(flatten)]
+    embed: EmbedArgs,
+}
+
+/// Runs `counterfactual`.
+pub fn counterfactual(args: CounterfactualArgs) -> Result<()> {
+    use merit_interact::fork::{fork_one, summarise_forks, ForkArm, ForkOutcome, ForkSpec};
+    use merit_interact::memory::{Bm25Selector, CosineSelector};
+    use merit_interact::runlog::EpisodeRecord;
+    use merit_lab::jsonl::{read_records, truncate_torn_tail, Appender};
+    use std::collections::{BTreeMap, BTreeSet};
+    let store = store(&args.embed)?;
+    let embedder = embedder(&args.embed, &store)?;
+    let mut set = TaskSet::load(&args.tasks, &args.db_root)
+        .with_context(|| format!("cannot load the tasks of {}", args.tasks.display()))?;
+    if let Some(dir) = &args.sqlite_dir {
+        set.use_sqlite_dir(dir);
+    }
+    let records = read_log(&args.run.join("episodes.jsonl"))?.records;
+    let memory = open_memory(&args.memory_from, embedder.as_ref())?;
+    let model = chat(&args.chat, &store)?;
+    let agent = ReactAgent::new(Arc::clone(&model), args.budget.agent_config());
+    let learned = match &args.turn_selector {
+        Some(path) => Some(
+            merit_learn::selector::LearnedSelector::load(path, Level::Turn, embedder.dimension())
+                .with_context(|| format!("cannot load the selector {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let (bm25, cosine) = (Bm25Selector, CosineSelector::default());
+    let mut arms = vec![
+        ForkArm {
+            name: "none".into(),
+            selector: None,
+        },
+        ForkArm {
+            name: "bm25".into(),
+            selector: Some(&bm25),
+        },
+        ForkArm {
+            name: "cosine".into(),
+            selector: Some(&cosine),
+        },
+    ];
+    if let Some(learned) = &learned {
+        arms.push(ForkArm {
+            name: "learned".into(),
+            selector: Some(learned),
+        });
+    }
+    let spec = ForkSpec {
+        set: &set,
+        records: &records,
+        turn: args.turn,
+        memory: &memory,
+        embedder: embedder.as_ref(),
+        retrieval: RetrievalConfig::default(),
+        env: EnvConfig::default(),
+    };
+    let forked: Vec<&EpisodeRecord> = records
+        .iter()
+        .filter(|r| r.turns.len() >= args.turn.max(1))
+        .take(args.limit.unwrap_or(usize::MAX))
+        .collect();
+    // Forks are minutes each with a local model: each is kept as it finishes, and a rerun
+    // after a kill continues with the ones still missing.
+    let log = args
+        .log
+        .clone()
+        .unwrap_or_else(|| args.out.with_extension("forks.jsonl"));
+    let loaded = read_records::<ForkOutcome>(&log)
+        .with_context(|| format!("cannot read the fork log {}", log.display()))?;
+    truncate_torn_tail(&log, loaded.torn_bytes)?;
+    let wanted: BTreeSet<(&str, &str)> = forked
+        .iter()
+        .flat_map(|r| {
+            arms.iter()
+                .map(|a| (r.instance_id.as_str(), a.name.as_str()))
+        })
+        .collect();
+    let mut outcomes: Vec<ForkOutcome> = loaded
+        .records
+        .into_iter()
+        .filter(|o| {
+            o.turn == args.turn.max(1) && wanted.contains(&(o.instance_id.as_str(), o.arm.as_str()))
+        })
+        .collect();
+    let done: BTreeSet<(String, String)> = outcomes
+        .iter()
+        .map(|o| (o.instance_id.clone(), o.arm.clone()))
+        .collect();
+    let todo: Vec<(&EpisodeRecord, &ForkArm<'_>)> = forked
+        .iter()
+        .flat_map(|r| arms.iter().map(move |a| (*r, a)))
+        .filter(|(r, a)| !done.contains(&(r.instance_id.clone(), a.name.clone())))
+        .collect();
+    eprintln!(
+        "{} episodes reach turn {}; {} forks to run, {} already in {}",
+        forked.len(),
+        args.turn,
+        todo.len(),
+        outcomes.len(),
+        log.display()
+    );
+    let mut appender = Appender::open(&log)?;
+    let bar = crate::files::progress_bar(todo.len(), "fork");
+    for (record, arm) in todo {
+        let fork = fork_one(&spec, &agent, arm, record, sqlite_backend, |_| {
+            ModelSimulator::new(Arc::clone(&model), ModelSimulatorConfig::default())
+        })
+        .with_context(|| format!("fork of `{}` with {}", record.instance_id, arm.name))?;
+        if let Some(outcome) = fork {
+            appender.append(&outcome)?;
+            outcomes.push(outcome);
+        }
+        bar.inc(1);
+        crate::files::log_progress_when_not_a_terminal(&bar, 1);
+    }
+    bar.finish_and_clear();
+    // The table's order does not depend on which forks a resumed run found in the log.
+    let order: BTreeMap<&str, usize> = forked
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.instance_id.as_str(), i))
+        .collect();
+    let arm_order: BTreeMap<&str, usize> = arms
+        .iter()
+        .enumerate()
+        .map(|(i, a)| (a.name.as_str(), i))
+        .collect();
+    outcomes.sort_by_key(|o| (order[o.instance_id.as_str()], arm_order[o.arm.as_str()]));
+    let names: Vec<String> = arms.iter().map(|a| a.name.clone()).collect();
+    let summary = summarise_forks(&outcomes, &names);
+    let mut table = format!(
+        "Forks at turn {} of the {} logged episodes of {} that reach it.\n\n| turn memory | forks | valid next action % | success % | mean reward |\n|---|---:|---:|---:|---:|\n",
+        args.turn,
+        forked.len(),
+        args.run.display()
+    );
+    for row in &summary {
+        table.push_str(&format!(
+            "| {} | {} | {:.1} | {:.1} | {:.3} |\n",
+            row.arm, row.forks, row.valid_next_action, row.success, row.mean_reward
+        ));
+    }
+    crate::files::write_atomically(&args.out, table.as_bytes())?;
+    crate::files::write_atomically(
+        &args.out.with_extension("json"),
+        serde_json::to_string_pretty(&serde_json::json!({"summary": summary, "forks": outcomes}))?
+            .as_bytes(),
+    )?;
+    print!("{table}");
+    Ok(())
+}
