@@ -3,10 +3,6 @@
 mod args;
 mod ask_cmd;
 mod bench;
-mod bench_memory;
-mod bench_models;
-mod bench_repair;
-mod bench_streams;
 mod classify_cmd;
 mod eval;
 mod files;

@@ -1,5 +1,10 @@
 //! `merit bench`: speed measured against a baseline run in the same process.
 
+mod memory;
+mod models;
+mod repair;
+mod streams;
+
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use merit_data::DatabaseDir;
@@ -15,11 +20,11 @@ pub enum BenchCommand {
     /// The Spider and BIRD evaluators on the Spider dev databases.
     Eval(EvalBenchArgs),
     /// MERIT memory retrieval latency (p50/p99) and bytes per entry at several sizes.
-    Memory(crate::bench_memory::MemoryBenchArgs),
+    Memory(crate::bench::memory::MemoryBenchArgs),
     /// The embedded chat model and embedder: tokens/s, prefix reuse, sentences/s.
-    Models(Box<crate::bench_models::ModelsBenchArgs>),
+    Models(Box<crate::bench::models::ModelsBenchArgs>),
     /// Harness overhead per repair step: a finished run replayed from the reply cache.
-    Repair(Box<crate::bench_repair::RepairBenchArgs>),
+    Repair(Box<crate::bench::repair::RepairBenchArgs>),
 }
 
 /// Arguments of `merit bench eval`.
@@ -42,9 +47,9 @@ pub struct EvalBenchArgs {
 pub fn run(command: BenchCommand) -> Result<()> {
     match command {
         BenchCommand::Eval(args) => bench_eval(args),
-        BenchCommand::Memory(args) => crate::bench_memory::run(args),
-        BenchCommand::Models(args) => crate::bench_models::run(*args),
-        BenchCommand::Repair(args) => crate::bench_repair::run(*args),
+        BenchCommand::Memory(args) => crate::bench::memory::run(args),
+        BenchCommand::Models(args) => crate::bench::models::run(*args),
+        BenchCommand::Repair(args) => crate::bench::repair::run(*args),
     }
 }
 

@@ -249,7 +249,7 @@ fn bench_chat(args: &ModelsBenchArgs) -> Result<()> {
 
     if !args.streams.is_empty() {
         let files = crate::models::pull(&args.model, args.model_path.as_deref())?;
-        let requests = crate::bench_streams::STREAM_QUESTIONS
+        let requests = crate::bench::streams::STREAM_QUESTIONS
             .iter()
             .map(|question| {
                 initial_request(
@@ -262,7 +262,7 @@ fn bench_chat(args: &ModelsBenchArgs) -> Result<()> {
             })
             .collect();
         drop(chat);
-        return crate::bench_streams::run(&crate::bench_streams::StreamsBench {
+        return crate::bench::streams::run(&crate::bench::streams::StreamsBench {
             model: &args.model,
             model_path: args.model_path.as_deref(),
             gguf: files.main_file(),
