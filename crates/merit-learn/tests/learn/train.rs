@@ -194,20 +194,29 @@ fn train(
     (trainer, outcome.records, outcome.examples)
 }
 
-#[test]
-fn the_episode_selector_learns_from_terminal_rewards_and_changes_what_a_run_retrieves() {
+/// The two source tasks (their episodes make the memory), training tasks `alien_98{n}` for
+/// `n` in `numbers`, the task set, and the memory built from the source episodes.
+fn training_setup(
+    numbers: std::ops::Range<u32>,
+) -> (tempfile::TempDir, TaskSet, Vec<String>, InteractMemory) {
     let dir = tempfile::tempdir().unwrap();
     let mut records = vec![
         task("alien_9801", REQUEST),
         task("alien_9802", GOOD_REQUEST),
     ];
-    let train_ids: Vec<String> = (10..18).map(|n| format!("alien_98{n}")).collect();
+    let train_ids: Vec<String> = numbers.map(|n| format!("alien_98{n}")).collect();
     records.extend(train_ids.iter().map(|id| task(id, REQUEST)));
     let file = dir.path().join("tasks.jsonl");
     let lines: Vec<String> = records.iter().map(|r| r.to_string()).collect();
     std::fs::write(&file, lines.join("\n")).unwrap();
     let set = TaskSet::load(&file, &mini_root()).unwrap();
     let memory = build_memory(dir.path(), &set);
+    (dir, set, train_ids, memory)
+}
+
+#[test]
+fn the_episode_selector_learns_from_terminal_rewards_and_changes_what_a_run_retrieves() {
+    let (dir, set, train_ids, memory) = training_setup(10..18);
 
     let (trainer, curve, examples) = train(&set, &train_ids, &memory, 30);
     // A solved task without follow-up earns 0.7 (phase 1 only). The untrained policy is near
@@ -349,18 +358,7 @@ impl ChatModel for CountingHints {
 
 #[test]
 fn episode_training_can_run_with_turn_memory_as_evaluation_does() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut records = vec![
-        task("alien_9801", REQUEST),
-        task("alien_9802", GOOD_REQUEST),
-    ];
-    let train_ids: Vec<String> = (20..24).map(|n| format!("alien_98{n}")).collect();
-    records.extend(train_ids.iter().map(|id| task(id, REQUEST)));
-    let file = dir.path().join("tasks.jsonl");
-    let lines: Vec<String> = records.iter().map(|r| r.to_string()).collect();
-    std::fs::write(&file, lines.join("\n")).unwrap();
-    let set = TaskSet::load(&file, &mini_root()).unwrap();
-    let memory = build_memory(dir.path(), &set);
+    let (dir, set, train_ids, memory) = training_setup(20..24);
     assert!(
         !memory.turn_bank().entries().is_empty(),
         "the bank has turn memories"
