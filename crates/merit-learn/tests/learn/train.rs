@@ -358,7 +358,7 @@ impl ChatModel for CountingHints {
 
 #[test]
 fn episode_training_can_run_with_turn_memory_as_evaluation_does() {
-    let (dir, set, train_ids, memory) = training_setup(20..24);
+    let (_dir, set, train_ids, memory) = training_setup(20..24);
     assert!(
         !memory.turn_bank().entries().is_empty(),
         "the bank has turn memories"
