@@ -102,7 +102,13 @@ pub struct OpenAiConfig {
     /// Extra top-level fields merged into every request body (server-specific options such as
     /// `top_k`); they never override the fields the client sets itself.
     pub extra_body: Map<String, Json>,
+    /// Largest reply body read, in bytes; a larger one is a malformed reply (a broken or
+    /// hostile server must not make the client hold gigabytes). Default 16 MiB.
+    pub max_body_bytes: u64,
 }
+
+/// [`OpenAiConfig::max_body_bytes`] by default: far above any chat or embedding reply.
+pub const DEFAULT_MAX_BODY_BYTES: u64 = 16 * 1024 * 1024;
 
 impl std::fmt::Debug for OpenAiConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -116,6 +122,7 @@ impl std::fmt::Debug for OpenAiConfig {
             .field("retry", &self.retry)
             .field("id", &self.id)
             .field("extra_body", &self.extra_body)
+            .field("max_body_bytes", &self.max_body_bytes)
             .finish()
     }
 }
@@ -133,6 +140,7 @@ impl OpenAiConfig {
             retry: RetryPolicy::default(),
             id: None,
             extra_body: Map::new(),
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
         }
     }
 
@@ -258,12 +266,47 @@ impl Transport {
             .and_then(|value| value.trim().parse::<f64>().ok())
             .filter(|seconds| seconds.is_finite() && *seconds >= 0.0)
             .map(Duration::from_secs_f64);
-        // Reading the body can fail too (connection cut mid-reply, or the timeout hits).
-        let text = response.text().map_err(|error| Failure {
-            error: ModelError::Transport(describe_reqwest(url, &error)),
+        // Reading the body can fail too (connection cut mid-reply, or the timeout hits). It is
+        // read up to the size limit, and must be UTF-8: a reply that is neither is the
+        // server's fault and is not retried (the same request would get the same answer).
+        let limit = self.config.max_body_bytes;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(response, limit.saturating_add(1)),
+            &mut bytes,
+        )
+        .map_err(|error| Failure {
+            error: ModelError::Transport(format!("{url}: the reply was cut off: {error}")),
             retryable: true,
             retry_after: None,
         })?;
+        let too_large = bytes.len() as u64 > limit;
+        if too_large && status.is_success() {
+            return Err(Failure {
+                error: ModelError::Malformed(format!(
+                    "{url} answered {status} with a body larger than {limit} bytes"
+                )),
+                retryable: false,
+                retry_after: None,
+            });
+        }
+        let text = if !status.is_success() {
+            // An error body is only shown to the user: its status decides what happens.
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            if too_large {
+                format!("(a body larger than {limit} bytes) {}", shorten(&text))
+            } else {
+                text
+            }
+        } else {
+            String::from_utf8(bytes).map_err(|error| Failure {
+                error: ModelError::Malformed(format!(
+                    "{url} answered {status} with a body that is not UTF-8 ({error})"
+                )),
+                retryable: false,
+                retry_after: None,
+            })?
+        };
         if status.is_success() {
             return serde_json::from_str(&text).map_err(|error| Failure {
                 error: ModelError::Malformed(format!(

@@ -21,6 +21,8 @@ enum Canned {
     Slow(Duration, String),
     /// Read the request and close the connection without a word.
     Hangup,
+    /// Answer 200 with these raw bytes (not necessarily UTF-8).
+    Bytes(Vec<u8>),
 }
 
 /// A request as the server saw it.
@@ -111,12 +113,13 @@ fn handle(mut stream: TcpStream, script: &Script) {
         .pop_front()
         .unwrap_or(Canned::Reply(500, "script exhausted".to_string(), vec![]));
     let (status, body, extra) = match canned {
-        Canned::Reply(status, body, extra) => (status, body, extra),
+        Canned::Reply(status, body, extra) => (status, body.into_bytes(), extra),
         Canned::Slow(wait, body) => {
             std::thread::sleep(wait);
-            (200, body, vec![])
+            (200, body.into_bytes(), vec![])
         }
         Canned::Hangup => return,
+        Canned::Bytes(bytes) => (200, bytes, vec![]),
     };
     let mut response = format!(
         "HTTP/1.1 {status} Whatever\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
@@ -126,8 +129,9 @@ fn handle(mut stream: TcpStream, script: &Script) {
         response.push_str(&format!("{key}: {value}\r\n"));
     }
     response.push_str("\r\n");
-    response.push_str(&body);
-    let _ = stream.write_all(response.as_bytes());
+    let mut response = response.into_bytes();
+    response.extend_from_slice(&body);
+    let _ = stream.write_all(&response);
     let _ = stream.flush();
 }
 
@@ -539,4 +543,43 @@ fn embedding_shape_errors_are_malformed() {
         "{zero:?}"
     );
     assert!(embedder.embed(&[]).unwrap().is_empty());
+}
+
+#[test]
+fn a_reply_that_is_not_utf8_is_malformed_and_not_retried() {
+    let mut body =
+        br#"{"choices": [{"message": {"role": "assistant", "content": "SELECT "#.to_vec();
+    body.extend_from_slice(&[0xff, 0xfe]);
+    body.extend_from_slice(br#""}}]}"#);
+    let (base, script) = serve(vec![Canned::Bytes(body), ok_chat("never", 1, 1)]);
+    let chat = OpenAiChat::new(config(&base, 3)).unwrap();
+    let error = chat.chat(&request()).unwrap_err();
+    assert!(
+        matches!(&error, ModelError::Malformed(m) if m.contains("not UTF-8")),
+        "{error:?}"
+    );
+    assert_eq!(
+        script.seen().len(),
+        1,
+        "a malformed reply is not asked again"
+    );
+}
+
+#[test]
+fn a_50_mb_reply_is_refused_with_a_clear_error() {
+    let text = "x".repeat(50 * 1024 * 1024);
+    let (base, script) = serve(vec![ok_chat(&text, 1, 1)]);
+    let chat = OpenAiChat::new(config(&base, 3)).unwrap();
+    let error = chat.chat(&request()).unwrap_err();
+    assert!(
+        matches!(&error, ModelError::Malformed(m) if m.contains("larger than 16777216 bytes")),
+        "{error:?}"
+    );
+    assert_eq!(script.seen().len(), 1);
+    // A smaller limit is an option of the client; a body within it is read as usual.
+    let (base, _) = serve(vec![ok_chat("SELECT 1", 1, 1)]);
+    let mut small = config(&base, 1);
+    small.max_body_bytes = 4096;
+    let reply = OpenAiChat::new(small).unwrap().chat(&request()).unwrap();
+    assert_eq!(reply.text, "SELECT 1");
 }
