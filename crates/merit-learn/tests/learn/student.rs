@@ -435,6 +435,19 @@ impl merit_core::model::Embedder for ByteEmbedder {
     }
 }
 
+/// A positive turn memory: a `GET_SCHEMA` step on a singer table.
+fn schema_memory() -> merit_interact::memory::TurnMemory {
+    serde_json::from_value(serde_json::json!({
+        "format": "merit-interact-memory-turn-v1", "id": 4, "instance_id": "t",
+        "database": "db", "stream_pos": 0, "turn": 1,
+        "state": {"initial_request": "Count the singers", "current_request": "Count the singers",
+                  "previous_action": null, "previous_observation": null},
+        "action_skeleton": "GET_SCHEMA", "result": "CREATE TABLE singer (id INT)",
+        "polarity": "positive", "episode_reward": 1.0
+    }))
+    .unwrap()
+}
+
 #[test]
 fn annotations_become_examples_without_failures() {
     use merit_interact::prm::{memory_text, state_text, AnnotationRecord, Judged};
@@ -444,15 +457,7 @@ fn annotations_become_examples_without_failures() {
         previous_action: None,
         previous_observation: None,
     };
-    let memory: TurnMemory = serde_json::from_value(serde_json::json!({
-        "format": "merit-interact-memory-turn-v1", "id": 4, "instance_id": "t",
-        "database": "db", "stream_pos": 0, "turn": 1,
-        "state": {"initial_request": "Count the singers", "current_request": "Count the singers",
-                  "previous_action": null, "previous_observation": null},
-        "action_skeleton": "GET_SCHEMA", "result": "CREATE TABLE singer (id INT)",
-        "polarity": "positive", "episode_reward": 1.0
-    }))
-    .unwrap();
+    let memory = schema_memory();
     let record = |state_id: &str, result: Judged| AnnotationRecord {
         format: merit_interact::prm::ANNOTATION_FORMAT.into(),
         state_id: state_id.into(),
@@ -491,7 +496,7 @@ fn annotations_become_examples_without_failures() {
 
 #[test]
 fn the_training_pipeline_splits_by_state_trains_and_refuses_too_little() {
-    use merit_interact::memory::{TurnMemory, TurnState};
+    use merit_interact::memory::TurnState;
     use merit_interact::prm::{memory_text, state_text, AnnotationRecord, Judged};
     use merit_learn::student::{bucket, train_student, SplitBy, StudentTraining};
     let state = |n: usize| TurnState {
@@ -500,15 +505,7 @@ fn the_training_pipeline_splits_by_state_trains_and_refuses_too_little() {
         previous_action: None,
         previous_observation: None,
     };
-    let memory: TurnMemory = serde_json::from_value(serde_json::json!({
-        "format": "merit-interact-memory-turn-v1", "id": 4, "instance_id": "t",
-        "database": "db", "stream_pos": 0, "turn": 1,
-        "state": {"initial_request": "Count the singers", "current_request": "Count the singers",
-                  "previous_action": null, "previous_observation": null},
-        "action_skeleton": "GET_SCHEMA", "result": "CREATE TABLE singer (id INT)",
-        "polarity": "positive", "episode_reward": 1.0
-    }))
-    .unwrap();
+    let memory = schema_memory();
     let record = |n: usize, memory_id: u64| AnnotationRecord {
         format: merit_interact::prm::ANNOTATION_FORMAT.into(),
         state_id: format!("s{n}"),
