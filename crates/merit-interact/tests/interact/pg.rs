@@ -80,6 +80,7 @@ fn count(backend: &mut dyn InteractBackend, table: &str) -> i64 {
 }
 
 #[test]
+#[ignore = "needs PostgreSQL: set MERIT_TEST_POSTGRES_URL (bash scripts/setup-postgres.sh); run with --include-ignored, as CI does"]
 fn the_loader_copies_every_table_and_row() {
     let Some(server) = server() else { return };
     let set = load_mini();
@@ -113,6 +114,7 @@ fn the_loader_copies_every_table_and_row() {
 }
 
 #[test]
+#[ignore = "needs PostgreSQL: set MERIT_TEST_POSTGRES_URL (bash scripts/setup-postgres.sh); run with --include-ignored, as CI does"]
 fn reset_restores_the_template() {
     let Some(server) = server() else { return };
     let mut pg = alien(&server);
@@ -147,6 +149,7 @@ fn reset_restores_the_template() {
 }
 
 #[test]
+#[ignore = "needs PostgreSQL: set MERIT_TEST_POSTGRES_URL (bash scripts/setup-postgres.sh); run with --include-ignored, as CI does"]
 fn read_only_queries_cannot_write() {
     let Some(server) = server() else { return };
     let mut pg = alien(&server);
@@ -199,6 +202,7 @@ fn read_only_queries_cannot_write() {
 }
 
 #[test]
+#[ignore = "needs PostgreSQL: set MERIT_TEST_POSTGRES_URL (bash scripts/setup-postgres.sh); run with --include-ignored, as CI does"]
 fn the_statement_timeout_cancels_and_the_connection_survives() {
     let Some(server) = server() else { return };
     let mut pg = alien(&server);
@@ -226,6 +230,7 @@ fn the_statement_timeout_cancels_and_the_connection_survives() {
 }
 
 #[test]
+#[ignore = "needs PostgreSQL: set MERIT_TEST_POSTGRES_URL (bash scripts/setup-postgres.sh); run with --include-ignored, as CI does"]
 fn the_row_cap_truncates() {
     let Some(server) = server() else { return };
     let mut pg = alien(&server);
@@ -268,6 +273,7 @@ const VALUES_SQL: &str = "SELECT true, false, 7::int2, -8::int4, 9000000000::int
     NULL::int, 123456789.125::float8";
 
 #[test]
+#[ignore = "needs PostgreSQL: set MERIT_TEST_POSTGRES_URL (bash scripts/setup-postgres.sh); run with --include-ignored, as CI does"]
 fn values_convert_exactly_as_psycopg2_presents_them() {
     let Some(server) = server() else { return };
     let mut pg = alien(&server);
@@ -352,6 +358,7 @@ fn pg_environment(
 }
 
 #[test]
+#[ignore = "needs PostgreSQL: set MERIT_TEST_POSTGRES_URL (bash scripts/setup-postgres.sh); run with --include-ignored, as CI does"]
 fn a_real_query_is_judged_on_postgres() {
     let Some(server) = server() else { return };
     let (_dir, set) = custom_tasks(&[query_task(
@@ -398,6 +405,7 @@ fn a_real_query_is_judged_on_postgres() {
 }
 
 #[test]
+#[ignore = "needs PostgreSQL: set MERIT_TEST_POSTGRES_URL (bash scripts/setup-postgres.sh); run with --include-ignored, as CI does"]
 fn the_same_data_gives_the_same_results_as_sqlite() {
     let Some(server) = server() else { return };
     let set = load_mini();
@@ -447,6 +455,7 @@ fn the_same_data_gives_the_same_results_as_sqlite() {
 }
 
 #[test]
+#[ignore = "needs PostgreSQL: set MERIT_TEST_POSTGRES_URL (bash scripts/setup-postgres.sh); run with --include-ignored, as CI does"]
 fn management_tasks_run_their_python_tests_through_psycopg2() {
     let Some(server) = server() else { return };
     if !python_available() {
@@ -503,6 +512,7 @@ fn management_tasks_run_their_python_tests_through_psycopg2() {
 }
 
 #[test]
+#[ignore = "needs PostgreSQL: set MERIT_TEST_POSTGRES_URL (bash scripts/setup-postgres.sh); run with --include-ignored, as CI does"]
 fn a_missing_template_is_a_clear_error() {
     let Some(server) = server() else { return };
     match PostgresBackend::new(&server, "alien", "merit_t_no_such_template") {

@@ -78,6 +78,7 @@ fn cosine(a: &[f32], b: &[f32]) -> f64 {
 }
 
 #[test]
+#[ignore = "needs the embedded embedder (merit models pull); run with --include-ignored, as CI does"]
 fn vectors_match_the_independent_reference() {
     let Some(embedder) = embedder() else { return };
     let references = references();
@@ -103,6 +104,7 @@ fn vectors_match_the_independent_reference() {
 }
 
 #[test]
+#[ignore = "needs the embedded embedder (merit models pull); run with --include-ignored, as CI does"]
 fn vectors_are_unit_length_and_independent_of_the_batch() {
     let Some(embedder) = embedder() else { return };
     assert_eq!(embedder.dimension(), 384);
@@ -122,6 +124,7 @@ fn vectors_are_unit_length_and_independent_of_the_batch() {
 }
 
 #[test]
+#[ignore = "needs the embedded embedder (merit models pull); run with --include-ignored, as CI does"]
 fn many_texts_are_split_into_batches_in_order_and_edge_cases_work() {
     let Some(embedder) = embedder() else { return };
     assert!(embedder.embed(&[]).expect("embed nothing").is_empty());
@@ -144,6 +147,7 @@ fn many_texts_are_split_into_batches_in_order_and_edge_cases_work() {
 }
 
 #[test]
+#[ignore = "needs the embedded embedder (merit models pull); run with --include-ignored, as CI does"]
 fn related_sentences_are_closer_than_unrelated_ones() {
     let Some(embedder) = embedder() else { return };
     let texts = [

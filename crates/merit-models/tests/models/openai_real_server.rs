@@ -164,6 +164,7 @@ fn config(base: &str) -> OpenAiConfig {
 }
 
 #[test]
+#[ignore = "needs llama.cpp's llama-server (MERIT_LLAMA_SERVER, bash scripts/setup-test-server.sh) and the model; run with --include-ignored, as CI does"]
 fn real_llama_server_chat_and_embeddings() {
     let Some(binary) = server_binary() else {
         skip("no llama-server binary (MERIT_LLAMA_SERVER, the setup script's cache, PATH)");

@@ -10,6 +10,7 @@ use merit_models::registry::{
 use std::time::Instant;
 
 #[test]
+#[ignore = "downloads the embedder from the registry (network); run with --include-ignored, as CI does"]
 fn real_pull_of_the_embedder_into_a_fresh_cache() {
     let required = std::env::var("MERIT_REQUIRE_MODELS").is_ok_and(|value| value == "1");
     let cache = tempfile::tempdir().unwrap();
