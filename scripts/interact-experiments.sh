@@ -30,7 +30,9 @@ EVAL_LIMIT=${EVAL_LIMIT:-}
 # cosine-inject2 ... cosine-inject5 (cosine memory, 2 to 5 memories per retrieval).
 # Also: topick (the TopicK coverage baseline), vanilla (the non-agentic LLM), demo (the Demo
 # agent, its worked examples from the training run's first successes).
-EXTRA_ARMS=${EXTRA_ARMS:-vanilla demo bm25 topick memrl memento no-episode no-turn all}
+EXTRA_ARMS=${EXTRA_ARMS:-vanilla demo bm25 topick memrl memento no-episode no-turn all cosine-inject2 cosine-inject3 cosine-inject4 cosine-inject5}
+# Held-out checks of the turn selector: one training per (inputs, seed), 3 tasks held out.
+HOLDOUT_SEEDS=${HOLDOUT_SEEDS:-0 1 2}
 # Pass@k (the paper's Figure 3a): these arms run again with sampling at PASS_K_TEMPERATURE,
 # once per seed in PASS_K_SEEDS, and each arm's tries are reported together.
 PASS_K_ARMS=${PASS_K_ARMS:-cosine learned}
@@ -113,7 +115,10 @@ fork_only=(); [ -n "$FORK_LIMIT" ] && fork_only=(--limit "$FORK_LIMIT")
 # 2. The no-memory baseline on the evaluation split (issue 6).
 step "baseline"
 run "$MERIT" interact run "${eval_set[@]}" "${eval_only[@]}" --out "$RUNS/eval-none" > /dev/null
-record "$RESULTS/baseline.md" "$MERIT" interact report "$RUNS/eval-none"
+# BASELINE_NAME names the file; the 0.5B agent in the protocol's plain form is
+#   AGENT_MODEL=qwen2.5-coder-0.5b-instruct AGENT_OPTS= RUNS=runs/interact-0.5b \
+#   BASELINE_NAME=baseline-0.5b-plain STOP_AFTER=baseline scripts/interact-experiments.sh
+record "$RESULTS/${BASELINE_NAME:-baseline}.md" "$MERIT" interact report "$RUNS/eval-none"
 [ "$STOP_AFTER" = baseline ] && exit 0
 
 # 3. Memory: built online on the training split, then evaluated from it (frozen).
@@ -180,6 +185,41 @@ step "report: all arms"
 # shellcheck disable=SC2206 # REPORT_RUNS is a list of folders on purpose
 arms+=($REPORT_RUNS)
 record "$RESULTS/memory-vs-none.md" "$MERIT" interact report --baseline "$RUNS/eval-none" "${arms[@]}"
+# The side tables of the results README, each from the runs above (issue 18: every committed
+# file comes from this script).
+have() { for run in "$@"; do [ -f "$run/episodes.jsonl" ] || return 1; done; }
+if have "$RUNS/eval-cosine" "$RUNS/eval-no-episode" "$RUNS/eval-no-turn"; then
+  record "$RESULTS/ablations.md" "$MERIT" interact report --baseline "$RUNS/eval-cosine" \
+    "$RUNS/eval-cosine" "$RUNS/eval-no-episode" "$RUNS/eval-no-turn"
+fi
+if have "$RUNS/train-cosine" "$RUNS/train-cosine-all"; then
+  record "$RESULTS/retention.md" "$MERIT" interact report --baseline "$RUNS/train-cosine" \
+    "$RUNS/train-cosine" "$RUNS/train-cosine-all"
+fi
+sizes=("$RUNS/eval-cosine")
+for n in 2 3 4 5; do sizes+=("$RUNS/eval-cosine-inject$n"); done
+if have "${sizes[@]}"; then
+  record "$RESULTS/retrieval-size.md" "$MERIT" interact report --baseline "$RUNS/eval-cosine" "${sizes[@]}"
+fi
+# Held-out checks: the turn selector trained with 3 tasks set aside, full and features-only
+# inputs, three seeds each; then every checkpoint scored on the evaluation run's states.
+checkpoints=(--selector "$RUNS/selectors/turn.safetensors")
+: > "$RESULTS/turn-selector-holdout.md.tmp"
+for inputs in full features; do
+  for seed in $HOLDOUT_SEEDS; do
+    out="$RUNS/holdout-$inputs-s$seed"
+    { echo "## Inputs \`$inputs\`, seed $seed"; echo; } >> "$RESULTS/turn-selector-holdout.md.tmp"
+    record "$out.md" "$MERIT" interact train-selector --level turn --run "$RUNS/train-cosine" \
+      --prm "$RUNS/prm/student.safetensors" --out "$out" --updates "$TURN_UPDATES" \
+      --batch "$TURN_BATCH" --holdout-tasks 3 --seed "$seed" --inputs "$inputs"
+    cat "$out.md" >> "$RESULTS/turn-selector-holdout.md.tmp"
+    echo >> "$RESULTS/turn-selector-holdout.md.tmp"
+    checkpoints+=(--selector "$out/turn.safetensors")
+  done
+done
+mv "$RESULTS/turn-selector-holdout.md.tmp" "$RESULTS/turn-selector-holdout.md"
+record "$RESULTS/turn-selector-eval-states.md" "$MERIT" interact score-selector \
+  --run "$RUNS/eval-cosine" --prm "$RUNS/prm/student.safetensors" "${checkpoints[@]}"
 
 # 7. Pass@k: sampled tries of the main memory arms.
 step "pass@k"
