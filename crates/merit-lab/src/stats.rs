@@ -70,20 +70,19 @@ pub fn exact_sign_test(a: u64, b: u64) -> f64 {
 
 /// The unbiased pass@k estimate for one task that passed `c` of `n` independent tries:
 /// the chance that at least one of `k` tries drawn without replacement from the `n` passed,
-/// `1 − C(n−c, k) / C(n, k)` (as a product, so large `n` cannot overflow). `k` must be at
-/// most `n`.
-pub fn pass_at_k(n: u64, c: u64, k: u64) -> f64 {
-    assert!(
-        k >= 1 && k <= n && c <= n,
-        "pass@k needs 1 <= k <= n and c <= n"
-    );
+/// `1 − C(n−c, k) / C(n, k)` (as a product, so large `n` cannot overflow). `None` unless
+/// `1 <= k <= n` and `c <= n` (the estimate is undefined there).
+pub fn pass_at_k(n: u64, c: u64, k: u64) -> Option<f64> {
+    if k == 0 || k > n || c > n {
+        return None;
+    }
     if n - c < k {
-        return 1.0;
+        return Some(1.0);
     }
     let all_fail: f64 = ((n - c + 1)..=n)
         .map(|i| 1.0 - k as f64 / i as f64)
         .product();
-    1.0 - all_fail
+    Some(1.0 - all_fail)
 }
 
 /// Why a bootstrap could not run.
@@ -186,7 +185,8 @@ pub fn pass_at_k_curve(passed: &[Vec<bool>]) -> Option<Vec<f64>> {
                     .iter()
                     .map(|tries| {
                         let c = tries.iter().filter(|&&p| p).count() as u64;
-                        pass_at_k(n as u64, c, k)
+                        // 1 <= k <= n and c <= n by construction.
+                        pass_at_k(n as u64, c, k).unwrap_or(0.0)
                     })
                     .sum::<f64>()
                     / passed.len() as f64
@@ -219,13 +219,17 @@ mod tests {
     #[test]
     fn pass_at_k_is_the_unbiased_estimate() {
         // One try: the pass rate.
-        assert!((pass_at_k(5, 2, 1) - 0.4).abs() < 1e-12);
+        assert!((pass_at_k(5, 2, 1).unwrap() - 0.4).abs() < 1e-12);
         // 1 − C(3,2)/C(5,2) = 1 − 3/10.
-        assert!((pass_at_k(5, 2, 2) - 0.7).abs() < 1e-12);
+        assert!((pass_at_k(5, 2, 2).unwrap() - 0.7).abs() < 1e-12);
         // Fewer failures than draws: certain.
-        assert_eq!(pass_at_k(5, 4, 2), 1.0);
-        assert_eq!(pass_at_k(5, 0, 5), 0.0);
-        assert_eq!(pass_at_k(5, 5, 1), 1.0);
+        assert_eq!(pass_at_k(5, 4, 2), Some(1.0));
+        assert_eq!(pass_at_k(5, 0, 5), Some(0.0));
+        assert_eq!(pass_at_k(5, 5, 1), Some(1.0));
+        // Undefined cases are None, not a panic.
+        assert_eq!(pass_at_k(3, 1, 4), None);
+        assert_eq!(pass_at_k(3, 4, 1), None);
+        assert_eq!(pass_at_k(3, 1, 0), None);
     }
 
     #[test]

@@ -92,8 +92,9 @@ pub struct InteractRunArgs {
     #[arg(long, conflicts_with = "memory")]
     demos: Option<PathBuf>,
     /// Demonstrations shown with `--demos`.
-    #[arg(long, default_value_t = 2, requires = "demos")]
-    demo_count: usize,
+    #[arg(long, default_value_t = 2, requires = "demos",
+          value_parser = clap::value_parser!(u16).range(1..))]
+    demo_count: u16,
     /// Episodes run at once; the embedded model decodes their calls together (agent and
     /// simulator alike). Only without memory or with `--frozen-memory` and a selector that
     /// does not learn online: an online memory must see each episode before the next. The log
@@ -359,7 +360,7 @@ pub(super) fn run_agent(args: InteractRunArgs) -> Result<()> {
                 .with_context(|| format!("cannot read the demonstrations {}", path.display()))?
                 .records;
             Some(
-                StaticDemos::from_records(&records, args.demo_count)
+                StaticDemos::from_records(&records, usize::from(args.demo_count))
                     .with_context(|| format!("no demonstrations in {}", path.display()))?,
             )
         }

@@ -1291,6 +1291,65 @@ fn a_users_own_sqlite_database_is_prepared_and_run() {
     let root_arg = root.to_str().unwrap();
     run_own_task(&tasks, &root, &dir.path().join("run"), &[], &server, &cache);
 
+    // A task of one's own without ground truth, judged by the person at the terminal
+    // (`--simulator human`): the agent's answer and its rows are shown on stderr, the answer
+    // typed on stdin decides.
+    let own_tasks = dir.path().join("own.jsonl");
+    std::fs::write(
+        &own_tasks,
+        json!({"instance_id": "field_0002", "selected_database": "field_stations",
+               "amb_user_query": "How many stations are warm?"})
+        .to_string(),
+    )
+    .unwrap();
+    let human_out = dir.path().join("run-human");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_merit"))
+        .args(["interact", "run", "--tasks", own_tasks.to_str().unwrap()])
+        .args(["--db-root", root_arg, "--out", human_out.to_str().unwrap()])
+        .args([
+            "--simulator",
+            "human",
+            "--llm-url",
+            &server,
+            "--llm-model",
+            "stand-in",
+        ])
+        .arg("--cache")
+        .arg(&cache)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"y\n").unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("The agent submits:") && stderr.contains("accept?"),
+        "{stderr}"
+    );
+    let log = lines(&human_out.join("episodes.jsonl"));
+    assert_eq!(log[0]["trajectory"]["outcome"]["phase1_passed"], true);
+    // A person answers one episode at a time: --parallel is refused, clearly.
+    let refused = Command::new(env!("CARGO_BIN_EXE_merit"))
+        .args(["interact", "run", "--tasks", own_tasks.to_str().unwrap()])
+        .args([
+            "--db-root",
+            root_arg,
+            "--out",
+            dir.path().join("run-h2").to_str().unwrap(),
+        ])
+        .args(["--simulator", "human", "--parallel", "2"])
+        .args(["--llm-url", &server, "--llm-model", "stand-in"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && stderr.contains("one episode at a time"),
+        "{stderr}"
+    );
+
     // A file that is not a database is refused with its name, not a panic.
     let junk = dir.path().join("notes.sqlite");
     std::fs::write(&junk, "not a database").unwrap();

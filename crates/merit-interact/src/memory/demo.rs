@@ -43,6 +43,9 @@ pub struct StaticDemos {
 /// Why demonstrations could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum DemoError {
+    /// No demonstration was asked for.
+    #[error("at least one demonstration must be asked for")]
+    NoneAsked,
     /// The log holds no successful episode.
     #[error("the demonstration log holds no successful episode (of {records} records)")]
     NoSuccess {
@@ -54,6 +57,9 @@ pub enum DemoError {
 impl StaticDemos {
     /// The first `count` successful episodes of `records` (a run's log, in order).
     pub fn from_records(records: &[EpisodeRecord], count: usize) -> Result<StaticDemos, DemoError> {
+        if count == 0 {
+            return Err(DemoError::NoneAsked);
+        }
         let demos: Vec<Demo> = records
             .iter()
             .enumerate()
