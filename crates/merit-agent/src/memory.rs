@@ -10,6 +10,7 @@ use crate::repair::{
     FailureClassifier, FinalizedEpisode, MemoryError, Precedent, PrecedentPolarity, RepairMemory,
     RetrievalRequest,
 };
+use merit_core::failure::Classification;
 use merit_core::model::Embedder;
 use merit_core::{Feedback, Status};
 use merit_memory::{
@@ -24,10 +25,12 @@ use std::sync::Arc;
 pub struct RuleClassifier;
 
 impl FailureClassifier for RuleClassifier {
-    fn classify(&self, status: Status, error: Option<&str>) -> String {
-        merit_memory::classify(status, error)
-            .map(|c| c.failure_type.as_str().to_string())
-            .unwrap_or_else(|| FailureType::Unknown.as_str().to_string())
+    fn classify(&self, status: Status, error: Option<&str>) -> Classification {
+        // `None` only for a correct status, which the loop never classifies.
+        merit_memory::classify(status, error).unwrap_or(Classification {
+            failure_type: FailureType::Unknown,
+            rule: merit_memory::classify::RULE_FALLBACK,
+        })
     }
 }
 
@@ -61,14 +64,6 @@ impl MeritMemory {
     }
 }
 
-fn parse_failure_type(name: &str) -> FailureType {
-    FailureType::ALL
-        .iter()
-        .copied()
-        .find(|t| t.as_str() == name)
-        .unwrap_or(FailureType::Unknown)
-}
-
 impl RepairMemory for MeritMemory {
     fn retrieve(&self, request: &RetrievalRequest<'_>) -> Result<Vec<Precedent>, MemoryError> {
         let view = self
@@ -80,7 +75,7 @@ impl RepairMemory for MeritMemory {
             sql: request.current_sql.to_string(),
             status: request.status,
             error: request.error.map(str::to_string),
-            failure_type: parse_failure_type(request.failure_type),
+            failure_type: request.failure_type,
             db_id: request.question.db_id.clone(),
             step: request.step,
         };
@@ -98,7 +93,7 @@ impl RepairMemory for MeritMemory {
                         Polarity::Positive => PrecedentPolarity::Positive,
                         Polarity::Negative => PrecedentPolarity::Negative,
                     },
-                    failure_type: entry.failure_type.as_str().to_string(),
+                    failure_type: entry.failure_type,
                     db_id: entry.provenance.db_id.clone(),
                     question: entry.context.question.clone(),
                     failing_sql: entry.context.failing_sql.clone(),
@@ -123,13 +118,16 @@ impl RepairMemory for MeritMemory {
             // No wall-clock time: identical inputs must give byte-identical memory files.
             time: String::new(),
         };
+        // Each attempt enters memory with the label the loop classified it with (the one its
+        // retrieval and prompt used), so the entry's failure type cannot disagree with them.
         let attempt = |view: &crate::repair::AttemptView| {
-            Attempt::new(
+            Attempt::classified(
                 view.sql.clone(),
                 Feedback {
                     status: view.status,
                     error: view.error.clone(),
                 },
+                view.failure,
             )
         };
         let mut attempts = episode.attempts.iter();

@@ -5,6 +5,7 @@ mod ask_cmd;
 mod bench;
 mod classify_cmd;
 mod eval;
+mod experiment;
 mod files;
 mod interact;
 mod memory_cmd;
@@ -45,7 +46,7 @@ enum Command {
     /// The main job: Iterative vs MERIT on a fixed Spider slice with the embedded models.
     Demo(run_cmd::DemoArgs),
     /// Run MERIT repair experiments (methods × seeds) into a resumable run directory.
-    Run(Box<run_cmd::RunArgs>),
+    Run(Box<experiment::RunArgs>),
     /// Print the paper's tables and write figures for one or more run directories.
     Report(report_cmd::ReportArgs),
     /// MERIT interact: the interactive agent on BIRD-Interact-format tasks.

@@ -49,8 +49,9 @@ pub struct AttemptRecord {
     pub status: Status,
     /// The DBMS error text, when there was one.
     pub error: Option<String>,
-    /// The classifier's failure type for this attempt, when it failed (by name).
-    pub failure_type: Option<String>,
+    /// The classifier's failure type for this attempt, when it failed and a repair followed
+    /// (logged by its snake-case name).
+    pub failure_type: Option<crate::failure::FailureType>,
     /// Ids of the memories retrieved for the generation that produced this attempt.
     #[serde(default)]
     pub retrieved: Vec<String>,

@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod episode;
+pub mod failure;
 pub mod fs;
 pub mod hash;
 pub mod model;

@@ -1,5 +1,9 @@
-//! The experiment layer of MERIT repair: stream orders, metrics and statistics.
+//! The experiment layer of both MERIT systems: repair experiments, stream orders, metrics,
+//! statistics, reports, the classifier validation and the interact report.
 //!
+//! - [`experiment`]: a repair experiment from a benchmark folder to a finished run directory
+//!   (question choice, method catalogue, manifest, shared initial predictions);
+//! - [`run`]: the streams of a run directory, resumable after `kill -9`;
 //! - [`stream`]: the seeded query orders every method shares;
 //! - [`metrics`]: accuracy, repairs, steps, oscillation and cost from episode records;
 //! - [`stats`]: mean and sample standard deviation over seeds, and the paired query-cluster
@@ -7,6 +11,7 @@
 
 #![warn(missing_docs)]
 
+pub mod experiment;
 pub mod interact;
 pub mod jsonl;
 pub mod metrics;

@@ -123,8 +123,8 @@ fn initial_failure_composition(episodes: &[EpisodeRecord]) -> Vec<FailureShare> 
         }
         let name = attempt
             .failure_type
-            .clone()
-            .unwrap_or_else(|| "unclassified".to_string());
+            .map_or("unclassified", |t| t.as_str())
+            .to_string();
         *counts.entry(name).or_default() += 1;
     }
     let total: usize = counts.values().sum();
@@ -467,6 +467,7 @@ pub fn write_report_files(
 mod tests {
     use super::*;
     use merit_core::episode::AttemptRecord;
+    use merit_core::failure::FailureType;
     use merit_core::Status;
 
     fn record(method: &str, seed: u64, question: usize, fixed_at: Option<u32>) -> EpisodeRecord {
@@ -545,15 +546,15 @@ mod tests {
         let mut records = Vec::new();
         for seed in 0..3 {
             for (q, kind) in [
-                (0, Some("schema_linking")),
-                (1, Some("result_mismatch")),
+                (0, Some(FailureType::SchemaLinking)),
+                (1, Some(FailureType::ResultMismatch)),
                 (2, None),
             ]
             .into_iter()
-            .chain([(3, Some("result_mismatch"))])
+            .chain([(3, Some(FailureType::ResultMismatch))])
             {
                 let mut episode = record("merit", seed, q, None);
-                episode.attempts[0].failure_type = kind.map(str::to_string);
+                episode.attempts[0].failure_type = kind;
                 records.push(episode);
             }
             // A question answered correctly at once is no initial failure.

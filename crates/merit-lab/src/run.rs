@@ -14,8 +14,8 @@
 use crate::jsonl::{read_records, truncate_torn_tail, Appender, JsonlError};
 use crate::stream::stream_order;
 use merit_agent::repair::{
-    run_episode, AttemptView, EpisodeDeps, EpisodeError, EpisodeSettings, FinalizedEpisode,
-    QuestionView, RepairMemory,
+    run_episode, AttemptView, EpisodeDeps, EpisodeError, EpisodeSettings, FailureClassifier,
+    FinalizedEpisode, QuestionView, RepairMemory,
 };
 use merit_core::episode::EpisodeRecord;
 use serde::{Deserialize, Serialize};
@@ -157,16 +157,43 @@ pub fn load_episodes(dir: &Path, streams: &[StreamSpec]) -> Result<Vec<EpisodeRe
     Ok(all)
 }
 
-fn attempt_views(record: &EpisodeRecord) -> Vec<AttemptView> {
+/// The attempts of a logged episode as the memory is handed them, each failed one with the
+/// label the run's classifier gives it. The log keeps the failure type, not the rule that
+/// fired, so the rule comes from classifying again here; a type that differs from the logged
+/// one means the log was written by another classifier, and replaying it would build another
+/// memory than the run did, so that is refused.
+fn attempt_views(
+    record: &EpisodeRecord,
+    classifier: &dyn FailureClassifier,
+) -> Result<Vec<AttemptView>, String> {
     record
         .attempts
         .iter()
-        .map(|a| AttemptView {
-            step: a.step,
-            sql: a.sql.clone(),
-            status: a.status,
-            error: a.error.clone(),
-            failure_type: a.failure_type.clone(),
+        .map(|a| {
+            let failure = match a.failure_type {
+                None => None,
+                Some(logged) => {
+                    let label = classifier.classify(a.status, a.error.as_deref());
+                    if label.failure_type != logged {
+                        return Err(format!(
+                            "question {} step {}: the log says failure type {}, this \
+                             classifier says {}",
+                            record.question_id,
+                            a.step,
+                            logged.as_str(),
+                            label.failure_type.as_str()
+                        ));
+                    }
+                    Some(label)
+                }
+            };
+            Ok(AttemptView {
+                step: a.step,
+                sql: a.sql.clone(),
+                status: a.status,
+                error: a.error.clone(),
+                failure,
+            })
         })
         .collect()
 }
@@ -233,7 +260,8 @@ fn run_stream(
             )));
         }
         if record.attempts.len() > 1 {
-            let views = attempt_views(record);
+            let views = attempt_views(record, deps.classifier)
+                .map_err(|message| RunError::Mismatch(format!("{}: {message}", log.display())))?;
             let written = memory
                 .finalize(&FinalizedEpisode {
                     position,

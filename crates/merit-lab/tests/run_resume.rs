@@ -4,6 +4,7 @@ use merit_agent::repair::{
     EpisodeDeps, EpisodeSettings, FailureClassifier, FinalizedEpisode, Judge, JudgeError,
     MemoryError, Precedent, PrecedentPolarity, QuestionView, RepairMemory, RetrievalRequest,
 };
+use merit_core::failure::{Classification, FailureType};
 use merit_core::model::{ChatModel, ChatReply, ChatRequest, Decoding, ModelError};
 use merit_core::{Benchmark, Feedback, Status};
 use merit_lab::run::{
@@ -66,8 +67,11 @@ impl Judge for FixJudge {
 struct Classifier;
 
 impl FailureClassifier for Classifier {
-    fn classify(&self, _: Status, _: Option<&str>) -> String {
-        "Result Mismatch".into()
+    fn classify(&self, _: Status, _: Option<&str>) -> Classification {
+        Classification {
+            failure_type: FailureType::ResultMismatch,
+            rule: "test-always-mismatch",
+        }
     }
 }
 
@@ -87,7 +91,7 @@ impl RepairMemory for ListMemory {
             .map(|(_, id)| Precedent {
                 id: id.clone(),
                 polarity: PrecedentPolarity::Positive,
-                failure_type: "Result Mismatch".into(),
+                failure_type: FailureType::ResultMismatch,
                 db_id: "db".into(),
                 question: "q".into(),
                 failing_sql: "SELECT 1".into(),

@@ -144,14 +144,7 @@ impl Rule {
     }
 }
 
-/// The classifier's answer for one unsuccessful attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Classification {
-    /// The assigned category.
-    pub failure_type: FailureType,
-    /// The id of the rule that fired (a status rule, a text rule, or `fallback-unknown`).
-    pub rule: &'static str,
-}
+pub use merit_core::failure::Classification;
 
 /// Rule id for a timeout status.
 pub const RULE_TIMEOUT_STATUS: &str = "status-timeout";

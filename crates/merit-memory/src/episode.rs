@@ -54,22 +54,55 @@ impl EpisodeSource {
     }
 }
 
-/// One SQL attempt and the oracle's verdict on it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One SQL attempt, the oracle's verdict on it, and the classifier's label for it.
+///
+/// The label is computed once, when the attempt is made ([`Attempt::new`] runs
+/// [`crate::classify`]; a caller that already classified the attempt, as the repair loop
+/// does before its retrieval, hands its label over with [`Attempt::classified`]), and it is
+/// this label that retrieval and the memory entry use: nothing classifies the attempt again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Attempt {
     /// The SQL that was judged.
     pub sql: String,
     /// Status and DBMS error text.
     pub feedback: Feedback,
+    /// The classifier's label; `None` for a correct attempt.
+    failure: Option<Classification>,
 }
 
 impl Attempt {
-    /// An attempt with its feedback.
+    /// An attempt with its feedback, classified here.
     pub fn new(sql: impl Into<String>, feedback: Feedback) -> Attempt {
+        let failure = classify_feedback(&feedback);
         Attempt {
             sql: sql.into(),
             feedback,
+            failure,
         }
+    }
+
+    /// An attempt the caller has already classified (`failure` is `None` for a correct one;
+    /// a correct attempt never carries a label, whatever is passed).
+    pub fn classified(
+        sql: impl Into<String>,
+        feedback: Feedback,
+        failure: Option<Classification>,
+    ) -> Attempt {
+        let failure = if feedback.status.is_correct() {
+            None
+        } else {
+            failure.or_else(|| classify_feedback(&feedback))
+        };
+        Attempt {
+            sql: sql.into(),
+            feedback,
+            failure,
+        }
+    }
+
+    /// The classifier's label; `None` for a correct attempt.
+    pub fn failure(&self) -> Option<Classification> {
+        self.failure
     }
 }
 
@@ -140,7 +173,7 @@ impl Episode {
 
     /// The classifier's label for the current attempt; `None` when it is correct.
     pub fn current_failure(&self) -> Option<Classification> {
-        classify_feedback(&self.current().feedback)
+        self.current().failure()
     }
 
     /// Appends revision y⁽ᵏ⁺¹⁾.

@@ -47,7 +47,8 @@ pub mod delta;
 pub mod embed;
 pub mod entry;
 pub mod episode;
-pub mod failure;
+/// The failure taxonomy (defined in `merit-core`, shared by the repair loop and memory).
+pub use merit_core::failure;
 /// The append-only JSONL layer (moved to `merit-journal`; re-exported for this crate's users).
 pub use merit_journal::jsonl;
 pub mod memory;

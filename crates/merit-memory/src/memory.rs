@@ -1,7 +1,6 @@
 //! The causal memory: entries enter only by committing a finalized episode, and are read only
 //! through a [`MemoryView`] fixed at a stream position.
 
-use crate::classify::classify_feedback;
 use crate::delta::sql_delta;
 use crate::entry::{
     FailureContext, MemoryEntry, MemoryId, Polarity, Provenance, StreamPos, Transition,
@@ -349,9 +348,11 @@ impl Memory {
         let FinalizedEpisode { source, transition } = episode;
         let position = source.stream_pos;
         let entry = transition.map(|t| {
-            let classification = classify_feedback(&t.before.feedback);
-            // A transition always starts from a failed attempt: a correct one ends the episode.
-            let (failure_type, rule) = classification
+            // The label the attempt was classified with when it was made. A transition always
+            // starts from a failed attempt (a correct one ends the episode), so it has one.
+            let (failure_type, rule) = t
+                .before
+                .failure()
                 .map(|c| (c.failure_type, c.rule))
                 .unwrap_or((FailureType::Unknown, crate::classify::RULE_FALLBACK));
             let delta = sql_delta(&t.before.sql, &t.after.sql);

@@ -14,6 +14,7 @@ pub mod prompt;
 use crate::extract::extract_sql;
 use crate::hints::HintKinds;
 use merit_core::episode::{normalize_attempt_sql, AttemptAids, AttemptRecord, EpisodeRecord};
+use merit_core::failure::{Classification, FailureType};
 use merit_core::model::{ChatMessage, ChatModel, ChatRequest, Decoding, ModelError};
 use merit_core::{Benchmark, Feedback, Status};
 pub use prompt::RepairLayout;
@@ -46,8 +47,8 @@ pub struct AttemptView {
     pub status: Status,
     /// DBMS error text.
     pub error: Option<String>,
-    /// Failure type from the classifier (for failed attempts).
-    pub failure_type: Option<String>,
+    /// The classifier's label (for failed attempts, once classified); the memory keeps it.
+    pub failure: Option<Classification>,
 }
 
 /// Polarity of a retrieved precedent.
@@ -67,7 +68,7 @@ pub struct Precedent {
     /// Polarity.
     pub polarity: PrecedentPolarity,
     /// Failure type of the source attempt.
-    pub failure_type: String,
+    pub failure_type: FailureType,
     /// Source database.
     pub db_id: String,
     /// Source question.
@@ -101,8 +102,8 @@ impl Judge for merit_eval::Oracle {
 
 /// The deterministic failure classifier (status and DBMS text only).
 pub trait FailureClassifier: Sync {
-    /// The failure type's name for a failed attempt.
-    fn classify(&self, status: Status, error: Option<&str>) -> String;
+    /// The label of a failed attempt.
+    fn classify(&self, status: Status, error: Option<&str>) -> Classification;
 }
 
 /// What a retrieval is asked with.
@@ -119,7 +120,7 @@ pub struct RetrievalRequest<'a> {
     /// Its DBMS error.
     pub error: Option<&'a str>,
     /// Its predicted failure type.
-    pub failure_type: &'a str,
+    pub failure_type: FailureType,
     /// The repair step k this retrieval feeds (1 for the first revision). Ablations that
     /// draw precedents at random seed their draw with it, so each step sees a fresh draw.
     pub step: u32,
@@ -330,7 +331,7 @@ pub fn run_episode(
         sql: initial_sql.to_string(),
         status: feedback.status,
         error: feedback.error.clone(),
-        failure_type: None,
+        failure: None,
     }];
     let mut records = vec![AttemptRecord {
         step: 0,
@@ -350,11 +351,11 @@ pub fn run_episode(
     while !views[views.len() - 1].status.is_correct() && step < settings.max_revisions {
         step += 1;
         let current = views.len() - 1;
-        let failure_type = deps
+        let failure = deps
             .classifier
             .classify(views[current].status, views[current].error.as_deref());
-        views[current].failure_type = Some(failure_type.clone());
-        records[current].failure_type = Some(failure_type.clone());
+        views[current].failure = Some(failure);
+        records[current].failure_type = Some(failure.failure_type);
         let hints = match deps.database_aids {
             Some(source) if !settings.aids.hints.is_empty() => source.hints(
                 &question.db_id,
@@ -373,7 +374,7 @@ pub fn run_episode(
                 current_sql: &views[current].sql,
                 status: views[current].status,
                 error: views[current].error.as_deref(),
-                failure_type: &failure_type,
+                failure_type: failure.failure_type,
                 step,
             })
             .map_err(memory_error)?;
@@ -506,7 +507,7 @@ pub fn run_episode(
             sql: sql.clone(),
             status: feedback.status,
             error: feedback.error.clone(),
-            failure_type: None,
+            failure: None,
         });
         let stuck = aids.not_rejudged.then_some(aids.repeat_of).flatten();
         records.push(AttemptRecord {
@@ -537,11 +538,11 @@ pub fn run_episode(
         // Initially correct questions create no memory: no corrective transition was seen.
         let last = views.len() - 1;
         if !solved {
-            let failure_type = deps
+            let failure = deps
                 .classifier
                 .classify(views[last].status, views[last].error.as_deref());
-            views[last].failure_type = Some(failure_type.clone());
-            records[last].failure_type = Some(failure_type);
+            views[last].failure = Some(failure);
+            records[last].failure_type = Some(failure.failure_type);
         }
         memory
             .finalize(&FinalizedEpisode {

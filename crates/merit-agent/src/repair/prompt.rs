@@ -92,9 +92,8 @@ fn evidence_block(benchmark: Benchmark, question: &QuestionView) -> String {
 /// `; failure type T` for a classified attempt, else nothing.
 fn failure_type_suffix(attempt: &AttemptView) -> String {
     attempt
-        .failure_type
-        .as_deref()
-        .map(|t| format!("; failure type {t}"))
+        .failure
+        .map(|c| format!("; failure type {}", c.failure_type.as_str()))
         .unwrap_or_default()
 }
 
@@ -138,7 +137,7 @@ pub fn render_precedents(precedents: &[Precedent], polarity: PrecedentPolarity) 
                 template,
                 &[
                     ("memory_id", &p.id),
-                    ("failure_type", &p.failure_type),
+                    ("failure_type", p.failure_type.as_str()),
                     ("db_id", &p.db_id),
                     ("question", &one_line(&p.question)),
                     ("failing_sql", &one_line(&p.failing_sql)),
@@ -279,7 +278,9 @@ pub fn repair_prompt(question: &QuestionView, input: &RepairPromptInput<'_>) -> 
             ),
             (
                 "failure_type",
-                current.failure_type.as_deref().unwrap_or("Unknown"),
+                current
+                    .failure
+                    .map_or("Unknown", |c| c.failure_type.as_str()),
             ),
             ("hints_block", &hints_block),
             ("history", &render_history(input.attempts)),

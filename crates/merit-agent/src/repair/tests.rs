@@ -110,13 +110,17 @@ impl Judge for TableJudge {
 struct StatusClassifier;
 
 impl FailureClassifier for StatusClassifier {
-    fn classify(&self, status: Status, error: Option<&str>) -> String {
-        match (status, error) {
+    fn classify(&self, status: Status, error: Option<&str>) -> Classification {
+        let failure_type = match (status, error) {
             (Status::ExecutionError, Some(e)) if e.contains("no such column") => {
-                "Schema Linking".into()
+                FailureType::SchemaLinking
             }
-            (Status::DenotationMismatch, _) => "Result Mismatch".into(),
-            _ => "Unknown".into(),
+            (Status::DenotationMismatch, _) => FailureType::ResultMismatch,
+            _ => FailureType::Unknown,
+        };
+        Classification {
+            failure_type,
+            rule: "test-status",
         }
     }
 }
@@ -247,8 +251,8 @@ fn a_repaired_episode_stops_at_the_first_correct_revision_and_finalizes_once() {
     assert_eq!(retrievals[1].2, "Unknown");
     assert_eq!(record.attempts[1].calls, 1);
     assert_eq!(
-        record.attempts[0].failure_type.as_deref(),
-        Some("Result Mismatch")
+        record.attempts[0].failure_type,
+        Some(FailureType::ResultMismatch)
     );
 }
 
@@ -271,8 +275,8 @@ fn the_budget_k_is_respected_and_an_unsolved_episode_finalizes_as_failed() {
     assert_eq!(memory.finalized, vec![(4, 8, false)]);
     assert_eq!(model.prompts().len(), 7);
     assert_eq!(
-        record.attempts.last().unwrap().failure_type.as_deref(),
-        Some("Result Mismatch")
+        record.attempts.last().unwrap().failure_type,
+        Some(FailureType::ResultMismatch)
     );
 }
 
@@ -289,7 +293,7 @@ fn prompts_show_feedback_history_and_precedents_but_never_the_gold() {
             Precedent {
                 id: "pos-1".into(),
                 polarity: PrecedentPolarity::Positive,
-                failure_type: "Schema Linking".into(),
+                failure_type: FailureType::SchemaLinking,
                 db_id: "pets_1".into(),
                 question: "How many pets?".into(),
                 failing_sql: "SELECT count(*) FROM pet".into(),
@@ -300,7 +304,7 @@ fn prompts_show_feedback_history_and_precedents_but_never_the_gold() {
             Precedent {
                 id: "neg-1".into(),
                 polarity: PrecedentPolarity::Negative,
-                failure_type: "Schema Linking".into(),
+                failure_type: FailureType::SchemaLinking,
                 db_id: "pets_1".into(),
                 question: "Oldest pet?".into(),
                 failing_sql: "SELECT max(ag) FROM pets".into(),
@@ -317,7 +321,7 @@ fn prompts_show_feedback_history_and_precedents_but_never_the_gold() {
     assert!(first.contains("How many singers are there?"));
     assert!(first.contains(SCHEMA));
     assert!(first.contains("no such column: nme"));
-    assert!(first.contains("predicted failure type: Schema Linking"));
+    assert!(first.contains("predicted failure type: schema_linking"));
     let positive = first.find("[pos-1]").unwrap();
     let negative = first.find("[neg-1]").unwrap();
     let positive_header = first
@@ -647,7 +651,7 @@ fn the_paper_prompt_is_unchanged_when_no_aid_is_on() {
     assert!(record.attempts[0].aids.is_empty());
     let prompt = &model.prompts()[0];
     assert!(!prompt.contains("FROM THE DATABASE"));
-    assert!(prompt.contains("predicted failure type: Result Mismatch\n\nLOCAL ATTEMPT HISTORY"));
+    assert!(prompt.contains("predicted failure type: result_mismatch\n\nLOCAL ATTEMPT HISTORY"));
 }
 
 #[test]

@@ -16,8 +16,8 @@
 //! (chosen by a hash of the prompt), so episodes fail, get classified, repaired or not,
 //! write positive and negative memories and retrieve from memories that grow to full size.
 
+use crate::experiment::{load_questions, run_experiment, RunArgs};
 use crate::models::{load_chat_model, reexec_with_bounded_openmp_spin};
-use crate::run_cmd::{load_questions, run_with_models, RunArgs, RunModels};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use merit_agent::prompts::initial::{initial_request, InitialTask};
@@ -25,6 +25,7 @@ use merit_core::episode::EpisodeRecord;
 use merit_core::hash::fnv1a;
 use merit_core::model::{ChatModel, ChatReply, ChatRequest, Decoding, Embedder, ModelError};
 use merit_core::Benchmark;
+use merit_lab::experiment::ExperimentModels;
 use merit_lab::jsonl::read_records;
 use merit_memory::HashEmbedder;
 use merit_models::cache::{Accounting, CacheMode, CachedChat, CachedEmbedder, ReplyStore};
@@ -151,7 +152,7 @@ fn record_scripted_run(run: &RunArgs, cache_dir: &Path, out: &Path) -> Result<()
     run_args.resume = None;
     run_args.cache = Some(cache_dir.to_path_buf());
     let started = Instant::now();
-    run_with_models(run_args, Some(RunModels::single(chat, embedder)))
+    run_experiment(run_args, Some(ExperimentModels::single(chat, embedder)))
         .context("the scripted run that the benchmark replays failed")?;
     println!(
         "scripted run (stand-in model, recording every reply): {:.2} s",
@@ -274,12 +275,12 @@ fn replay(args: &RepairBenchArgs, from: &Path, cache_dir: &Path, scratch: &Path)
     run_args.cache = Some(cache_dir.to_path_buf());
 
     let started = Instant::now();
-    let models = RunModels {
+    let models = ExperimentModels {
         initial: chat,
         repair,
         embedder,
     };
-    run_with_models(run_args, Some(models)).context(
+    run_experiment(run_args, Some(models)).context(
         "the replay failed: is every reply of the run in the cache, and are the options \
          those of the original run?",
     )?;

@@ -12,7 +12,7 @@ fn episode(method: &str, seed: u64, position: usize, fixed_at: Option<u32>) -> E
         sql: format!("SELECT {step}"),
         status,
         error: None,
-        failure_type: Some("Result Mismatch".into()),
+        failure_type: Some(merit_core::failure::FailureType::ResultMismatch),
         retrieved: Vec::new(),
         prompt_tokens: if step == 0 { 0 } else { 800 },
         completion_tokens: if step == 0 { 0 } else { 30 },

@@ -1,4 +1,8 @@
-//! The failure taxonomy of MERIT repair (paper 000, §3.2).
+//! The failure taxonomy of MERIT repair (paper 000, §3.2) and the classifier's label.
+//!
+//! It lives here, below both the repair loop and the memory, so that one attempt's label is
+//! computed once (by `merit_memory::classify`) and travels as this enum from the classifier
+//! through the prompt, the episode log and retrieval into the memory entry.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -90,6 +94,15 @@ impl fmt::Display for FailureType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.label())
     }
+}
+
+/// The classifier's answer for one unsuccessful attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Classification {
+    /// The assigned category.
+    pub failure_type: FailureType,
+    /// The id of the rule that fired (a status rule, a text rule, or `fallback-unknown`).
+    pub rule: &'static str,
 }
 
 #[cfg(test)]
