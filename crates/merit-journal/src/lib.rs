@@ -5,7 +5,10 @@
 //! record per line, each line written with one `write` and fsync'd before the writer moves
 //! on, so a killed process leaves every finished record plus at worst one torn last line.
 //! [`jsonl`] holds that mechanism and its one error type, once, below every crate that logs.
-//! Atomic whole-file writes and folder locks are in `merit_core::fs`.
+//! [`settings`] is the other half of a resumable run: the settings a run directory was started
+//! with, written once and checked on every later start. Atomic whole-file writes and folder
+//! locks are in `merit_core::fs`.
 #![warn(missing_docs)]
 
 pub mod jsonl;
+pub mod settings;

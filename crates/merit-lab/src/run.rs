@@ -18,6 +18,7 @@ use merit_agent::repair::{
     FinalizedEpisode, QuestionView, RepairMemory,
 };
 use merit_core::episode::EpisodeRecord;
+use merit_journal::settings::SettingsError;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -120,25 +121,21 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), RunError> {
     merit_core::fs::write_atomically(path, contents).map_err(io(path))
 }
 
-/// Writes the manifest on a new run, or checks it against the existing one on resume.
+/// Writes the manifest on a new run, or checks it against the existing one on resume
+/// ([`merit_journal::settings::ensure_settings`]).
 pub fn ensure_manifest<M: Serialize>(dir: &Path, manifest: &M) -> Result<(), RunError> {
     let path = dir.join("manifest.json");
-    let mut text = serde_json::to_string_pretty(manifest).map_err(|e| RunError::Io {
-        path: path.clone(),
-        message: e.to_string(),
-    })?;
-    text.push('\n');
-    match std::fs::read_to_string(&path) {
-        Ok(existing) if existing == text => Ok(()),
-        Ok(_) => Err(RunError::Mismatch(format!(
+    match merit_journal::settings::ensure_settings(&path, manifest) {
+        Ok(_) => Ok(()),
+        Err(SettingsError::Differs { .. }) => Err(RunError::Mismatch(format!(
             "{} describes a different run (other data, model, methods or settings); \
              use a new --out directory or resume with the same settings",
             path.display()
         ))),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            write_atomically(&path, text.as_bytes())
-        }
-        Err(error) => Err(io(&path)(error)),
+        Err(error) => Err(RunError::Io {
+            path,
+            message: error.to_string(),
+        }),
     }
 }
 

@@ -6,9 +6,13 @@
 //! scores the trained and untrained selectors and the fixed rules on both parts
 //! ([`HeldOutReport`]), so a selector that only memorised its training states shows it.
 
+use crate::selector::PpoTrainer;
 use crate::selector::{SelectionExample, SelectorPolicy};
 use crate::student::{PairFeatures, PairInput, StudentPrm};
-use crate::train::{score_rules, BanditReward, RuleScore, TrainError, TurnExample};
+use crate::train::{
+    score_rules, split_by_task, train_bandit, BanditReward, RuleScore, TrainError, TurnExample,
+    UpdateRecord,
+};
 use merit_core::model::Embedder;
 use merit_interact::prm::{memory_text, scalar_utility, state_text};
 use serde::Serialize;
@@ -189,6 +193,59 @@ impl HeldOutReport {
         ));
         out
     }
+}
+
+/// What [`train_turn_selector`] trained on.
+pub struct TurnTraining {
+    /// The training states' selection problems, in training order.
+    pub problems: Vec<SelectionExample>,
+    /// Every state with the split, when tasks were held out (for [`HeldOut::report`]).
+    pub held_out: Option<HeldOut>,
+}
+
+/// Trains the turn-level selector offline on logged turn states: each candidate's reward is
+/// its student-PRM utility (`utilities[state][candidate]`), injecting none earns
+/// `none_reward`. With `holdout_tasks > 0`, the states of that many tasks (a seeded choice)
+/// are kept out of training and returned for the held-out check.
+#[allow(clippy::too_many_arguments)]
+pub fn train_turn_selector(
+    examples: &[TurnExample],
+    utilities: Vec<Vec<f64>>,
+    none_reward: f64,
+    holdout_tasks: usize,
+    trainer: &mut PpoTrainer,
+    updates: usize,
+    batch: usize,
+    seed: u64,
+    on_update: impl FnMut(&UpdateRecord),
+) -> Result<TurnTraining, TrainError> {
+    let all_problems: Vec<SelectionExample> = examples.iter().map(|e| e.example.clone()).collect();
+    let all_rewards = PrmRewards {
+        utilities,
+        none: none_reward,
+    };
+    let (train, held) = if holdout_tasks > 0 {
+        let tasks: Vec<&str> = examples.iter().map(|e| e.instance_id.as_str()).collect();
+        split_by_task(&tasks, holdout_tasks, seed)?
+    } else {
+        ((0..examples.len()).collect(), Vec::new())
+    };
+    let problems: Vec<SelectionExample> = train.iter().map(|&i| all_problems[i].clone()).collect();
+    let rewards = all_rewards.subset(&train);
+    train_bandit(
+        &problems, &rewards, trainer, updates, batch, seed, on_update,
+    )?;
+    let held_out = if held.is_empty() {
+        None
+    } else {
+        Some(HeldOut {
+            problems: all_problems,
+            rewards: all_rewards,
+            train,
+            held,
+        })
+    };
+    Ok(TurnTraining { problems, held_out })
 }
 
 #[cfg(test)]

@@ -1,5 +1,8 @@
 //! `merit bench`: speed measured against a baseline run in the same process.
 
+mod embedder;
+mod episode;
+mod llama_tool;
 mod memory;
 mod models;
 mod repair;

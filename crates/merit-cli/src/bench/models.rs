@@ -19,16 +19,17 @@
 //!    replies, so both send the same prompts.
 //! 4. **Embedder throughput**: sentences per second at batch 32, and the latency of one.
 
-use crate::models::{
-    load_chat_model_with, load_embedder, reexec_with_bounded_openmp_spin, ChatLoad,
-};
+use super::embedder::bench_embedder;
+use super::episode::{run_episode, run_two_roles, EpisodeRun};
+use super::llama_tool::llama_batched_bench;
+use crate::models::{load_chat_model_with, reexec_with_bounded_openmp_spin, ChatLoad};
 use anyhow::{anyhow, Result};
 use clap::Args;
 use merit_agent::prompts::initial::{initial_request, schema_from_database, InitialTask};
-use merit_core::model::{ChatMessage, ChatRequest, Decoding, Embedder};
+use merit_core::model::Decoding;
 use merit_core::Benchmark;
 use merit_data::DatabaseDir;
-use merit_models::llama::{CallStats, LlamaChat, PromptLookup, DEFAULT_CONTEXT_SIZE};
+use merit_models::llama::{CallStats, PromptLookup, DEFAULT_CONTEXT_SIZE};
 use merit_sql::{Dialect, SqliteDatabase};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -51,10 +52,10 @@ pub struct ModelsBenchArgs {
     model_path: Option<PathBuf>,
     /// Embedder.
     #[arg(long, default_value = merit_models::registry::DEFAULT_EMBEDDER)]
-    embedder: String,
+    pub(super) embedder: String,
     /// A folder with the embedder's files to use instead of the cached or downloaded copy.
     #[arg(long)]
-    embedder_path: Option<PathBuf>,
+    pub(super) embedder_path: Option<PathBuf>,
     /// Timed repetitions of the prompt/generation measurement; the median is reported.
     #[arg(long, default_value_t = 3)]
     repeat: usize,
@@ -63,7 +64,7 @@ pub struct ModelsBenchArgs {
     step_tokens: u32,
     /// Sentences embedded for the throughput figure.
     #[arg(long, default_value_t = 256)]
-    sentences: usize,
+    pub(super) sentences: usize,
     /// CPU threads of the chat model (default: every core).
     #[arg(long)]
     threads: Option<usize>,
@@ -413,305 +414,6 @@ fn bench_chat(args: &ModelsBenchArgs) -> Result<()> {
     Ok(())
 }
 
-/// The user's side of the two-role episode: a fixed system prompt, then one question per
-/// agent step (its own growing conversation).
-const SIMULATOR_SYSTEM: &str = "You are the person who asked the database question. An \
-    assistant is writing SQL for you and sometimes asks what you meant. Answer each question \
-    in one short sentence from what you know about your request; never write SQL, and say \
-    so when a question is outside what you asked.";
-
-/// The agent episode of [`run_episode`] with its recorded `agent_replies` as assistant turns,
-/// and after each agent call one simulator call. The simulator's replies are generated, or
-/// replayed from `simulator_replay` so that a second run sends the same prompts. Returns the
-/// cost of all calls; `replies` holds the simulator's.
-fn run_two_roles(
-    chat: &LlamaChat,
-    initial: &ChatRequest,
-    decoding: &Decoding,
-    agent_replies: &[String],
-    simulator_replay: Option<&[String]>,
-) -> Result<EpisodeRun> {
-    let mut agent = initial.messages.clone();
-    let mut simulator = vec![ChatMessage::system(SIMULATOR_SYSTEM)];
-    let mut run = EpisodeRun::default();
-    let call = |run: &mut EpisodeRun, messages: &[ChatMessage]| {
-        run.timed_call(chat, messages, decoding, "bench-two-roles")
-    };
-    for step in 0..=FEEDBACK.len() {
-        if step > 0 {
-            agent.push(ChatMessage::assistant(agent_replies[step - 1].clone()));
-            agent.push(ChatMessage::user(FEEDBACK[step - 1]));
-        }
-        call(&mut run, &agent)?;
-        simulator.push(ChatMessage::user(format!(
-            "The assistant asks (step {}): which rows should the answer include?",
-            step + 1
-        )));
-        let generated = call(&mut run, &simulator)?;
-        let answer = match simulator_replay {
-            Some(replies) => replies[step].clone(),
-            None => generated.clone(),
-        };
-        run.replies.push(generated);
-        simulator.push(ChatMessage::assistant(answer));
-    }
-    Ok(run)
-}
-
-/// What one episode cost.
-#[derive(Default)]
-pub(crate) struct EpisodeRun {
-    pub(crate) total: Duration,
-    prompt_tokens: u64,
-    pub(crate) evaluated_tokens: u64,
-    pub(crate) completion_tokens: u64,
-    prompt_time: Duration,
-    generation_time: Duration,
-    generation_steps: u64,
-    drafted_tokens: u64,
-    accepted_tokens: u64,
-    pub(crate) replies: Vec<String>,
-}
-
-impl EpisodeRun {
-    /// One timed call on `messages`, its cost added to the run; returns the reply text.
-    fn timed_call(
-        &mut self,
-        chat: &LlamaChat,
-        messages: &[ChatMessage],
-        decoding: &Decoding,
-        prompt_version: &str,
-    ) -> Result<String> {
-        let request = ChatRequest {
-            messages: messages.to_vec(),
-            decoding: decoding.clone(),
-            prompt_version: prompt_version.to_string(),
-            tools: Vec::new(),
-        };
-        let started = Instant::now();
-        let (reply, stats) = chat.chat_with_stats(&request)?;
-        self.total += started.elapsed();
-        self.prompt_tokens += u64::from(stats.prompt_tokens);
-        self.evaluated_tokens += u64::from(stats.evaluated_tokens);
-        self.completion_tokens += u64::from(stats.completion_tokens);
-        self.prompt_time += stats.prompt_time;
-        self.generation_time += stats.generation_time;
-        self.generation_steps += u64::from(stats.generation_steps);
-        self.drafted_tokens += u64::from(stats.drafted_tokens);
-        self.accepted_tokens += u64::from(stats.accepted_tokens);
-        Ok(reply.text)
-    }
-}
-
-/// Feedback for the repair-like steps, in the spirit of what the oracle and the DBMS say.
-const FEEDBACK: [&str; 6] = [
-    "The query ran but its result does not match the expected answer (denotation mismatch). \
-     Check the join keys and the grouping, then write a corrected query in a ```sql block.",
-    "The database reported an error: no such column: T2.feature_count. Use only columns that \
-     exist in the schema above and write a corrected query in a ```sql block.",
-    "The query ran but returned too many rows compared with the expected answer. Check the \
-     filter in the HAVING clause and write a corrected query in a ```sql block.",
-    "The query ran but the counts differ from the expected answer. Count the features per \
-     property through the linking table and write a corrected query in a ```sql block.",
-    "The database reported an error: ambiguous column name: property_id. Qualify every \
-     column with its table alias and write a corrected query in a ```sql block.",
-    "The result still does not match. Return the property name and the number of features, \
-     and write a corrected query in a ```sql block.",
-];
-
-/// Seven calls: the initial prompt, then six feedback rounds on the growing conversation.
-/// With `replay`, the recorded replies are used as the assistant turns (same prompts as the
-/// recorded run), otherwise the model's own replies are.
-pub(crate) fn run_episode(
-    chat: &LlamaChat,
-    initial: &ChatRequest,
-    decoding: &Decoding,
-    replay: Option<&[String]>,
-) -> Result<EpisodeRun> {
-    let mut messages = initial.messages.clone();
-    let mut run = EpisodeRun::default();
-    for step in 0..=FEEDBACK.len() {
-        if step > 0 {
-            let previous = match replay {
-                Some(replies) => replies[step - 1].clone(),
-                None => run.replies[step - 1].clone(),
-            };
-            messages.push(ChatMessage::assistant(previous));
-            messages.push(ChatMessage::user(FEEDBACK[step - 1]));
-        }
-        let reply = run.timed_call(chat, &messages, decoding, "bench-episode")?;
-        run.replies.push(reply);
-    }
-    Ok(run)
-}
-
-/// Prompt and generation speed as llama.cpp's own tool reports them.
-struct ToolSpeed {
-    prompt: f64,
-    generation: f64,
-}
-
-/// Runs `llama-batched-bench` (one sequence) `repeat` times and takes the median of its
-/// `S_PP t/s` and `S_TG t/s` columns. The tool gets a clean OpenMP environment: it is the
-/// baseline a user would get by running llama.cpp, not merit's process settings.
-fn llama_batched_bench(
-    tool: &std::path::Path,
-    model: &std::path::Path,
-    prompt_tokens: usize,
-    generated_tokens: usize,
-    threads: usize,
-    repeat: usize,
-) -> Result<ToolSpeed> {
-    let mut prompt = Vec::new();
-    let mut generation = Vec::new();
-    let context = (prompt_tokens + generated_tokens + 64)
-        .next_power_of_two()
-        .max(512);
-    for _ in 0..repeat {
-        let output = std::process::Command::new(tool)
-            .env_remove("OMP_WAIT_POLICY")
-            .env_remove("GOMP_SPINCOUNT")
-            .args(["-m"])
-            .arg(model)
-            .args(["-c", &context.to_string()])
-            .args(["-b", "512", "-ub", "512"])
-            .args(["-npp", &prompt_tokens.to_string()])
-            .args(["-ntg", &generated_tokens.to_string()])
-            .args(["-npl", "1", "-t", &threads.to_string()])
-            .output()
-            .map_err(|error| anyhow!("cannot run {}: {error}", tool.display()))?;
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        if !output.status.success() {
-            return Err(anyhow!(
-                "{} failed ({}): {}",
-                tool.display(),
-                output.status,
-                String::from_utf8_lossy(&output.stderr)
-                    .lines()
-                    .last()
-                    .unwrap_or("")
-            ));
-        }
-        let (pp, tg) = parse_batched_bench(&stdout)
-            .ok_or_else(|| anyhow!("no result row in llama-batched-bench's output:\n{stdout}"))?;
-        prompt.push(pp);
-        generation.push(tg);
-    }
-    Ok(ToolSpeed {
-        prompt: median(&mut prompt),
-        generation: median(&mut generation),
-    })
-}
-
-/// The `S_PP t/s` and `S_TG t/s` cells of the first result row of `llama-batched-bench`'s
-/// Markdown table.
-fn parse_batched_bench(output: &str) -> Option<(f64, f64)> {
-    batched_bench_rows(output)
-        .first()
-        .map(|&(_, prompt, generation)| (prompt, generation))
-}
-
-/// Every result row of `llama-batched-bench`'s Markdown table, read by column name: the number
-/// of parallel sequences (`B`), `S_PP t/s` and `S_TG t/s`.
-pub(crate) fn batched_bench_rows(output: &str) -> Vec<(usize, f64, f64)> {
-    let mut header: Option<Vec<String>> = None;
-    let mut rows = Vec::new();
-    for line in output.lines().map(str::trim).filter(|l| l.starts_with('|')) {
-        let cells: Vec<String> = line
-            .trim_matches('|')
-            .split('|')
-            .map(|cell| cell.trim().to_string())
-            .collect();
-        match &header {
-            None if cells.iter().any(|c| c == "S_PP t/s") => header = Some(cells),
-            Some(names) if cells.iter().all(|c| !c.starts_with('-')) => {
-                let cell = |name: &str| {
-                    names
-                        .iter()
-                        .position(|n| n == name)
-                        .and_then(|at| cells.get(at))
-                };
-                let parsed = (|| {
-                    Some((
-                        cell("B")?.parse().ok()?,
-                        cell("S_PP t/s")?.parse().ok()?,
-                        cell("S_TG t/s")?.parse().ok()?,
-                    ))
-                })();
-                rows.extend(parsed);
-            }
-            _ => {}
-        }
-    }
-    rows
-}
-
-fn bench_embedder(args: &ModelsBenchArgs) -> Result<()> {
-    let started = Instant::now();
-    let embedder = load_embedder(&args.embedder, args.embedder_path.as_deref())?;
-    println!(
-        "embedder: {} (loaded in {:.1} s, {} dimensions)",
-        embedder.id(),
-        started.elapsed().as_secs_f64(),
-        embedder.dimension()
-    );
-    let texts = memory_like_sentences(args.sentences.max(1));
-    // Warm up (first-touch of the weights' pages, allocator growth) before timing.
-    embedder.embed(&texts[..texts.len().min(32)])?;
-    let started = Instant::now();
-    let vectors = embedder.embed(&texts)?;
-    let batch_time = started.elapsed();
-    let one = vec![texts[0].clone()];
-    let mut single = Vec::new();
-    for _ in 0..5 {
-        let started = Instant::now();
-        embedder.embed(&one)?;
-        single.push(started.elapsed().as_secs_f64() * 1000.0);
-    }
-    let single_ms = median(&mut single);
-    let per_second = vectors.len() as f64 / batch_time.as_secs_f64().max(1e-9);
-    println!(
-        "embedder: {per_second:.1} sentences/s at batch 32 ({} sentences in {:.2} s); one \
-         sentence {single_ms:.1} ms",
-        vectors.len(),
-        batch_time.as_secs_f64()
-    );
-    println!(
-        "ratio batched/single throughput: {:.1}x",
-        per_second / (1000.0 / single_ms.max(1e-9))
-    );
-    Ok(())
-}
-
-/// Sentences shaped like the repair memories the embedder ranks (10 to 60 words).
-fn memory_like_sentences(count: usize) -> Vec<String> {
-    let subjects = [
-        "the singer table",
-        "a join between concert and stadium",
-        "the count of distinct car makers",
-        "an aggregate compared in the WHERE clause",
-        "the average horsepower per country",
-        "a subquery that returns several rows",
-    ];
-    let fixes = [
-        "moved the condition into HAVING",
-        "joined on the declared foreign key instead of the similarly named column",
-        "counted distinct values instead of rows",
-        "ordered by the measured quantity in descending order and kept one row",
-        "qualified every column with its table alias to remove the ambiguity",
-    ];
-    (0..count)
-        .map(|i| {
-            let subject = subjects[i % subjects.len()];
-            let fix = fixes[(i / subjects.len()) % fixes.len()];
-            let detail = " and checked the result against the question".repeat(i % 4);
-            format!(
-                "failure type result mismatch on {subject}; the repair {fix}{detail} (case {i})"
-            )
-        })
-        .collect()
-}
-
 /// Reads a `--lookup-sweep` setting, `MAX_NGRAM:MIN_NGRAM:MAX_DRAFT`.
 fn parse_lookup(setting: &str) -> Result<PromptLookup> {
     let numbers: Vec<usize> = setting
@@ -740,32 +442,11 @@ fn rate(tokens: u32, time: Duration) -> f64 {
     f64::from(tokens) / time.as_secs_f64().max(1e-9)
 }
 
-fn median(values: &mut [f64]) -> f64 {
+/// The median (upper middle for an even count; 0 for none).
+pub(super) fn median(values: &mut [f64]) -> f64 {
     if values.is_empty() {
         return 0.0;
     }
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_batched_bench_table_is_read_by_column_name() {
-        let output = "main: n_kv_max = 1024\n\n\
-|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s |    S t/s |\n\
-|-------|--------|------|--------|----------|----------|----------|----------|----------|----------|\n\
-|   642 |     56 |    1 |    698 |    2.547 |   252.07 |    1.212 |    46.20 |    3.759 |   185.68 |\n";
-        assert_eq!(parse_batched_bench(output), Some((252.07, 46.20)));
-        assert_eq!(parse_batched_bench("no table"), None);
-        let several = format!(
-            "{output}|   642 |     56 |    4 |   2792 |    9.000 |   285.30 |    3.000 |    74.20 |    1.0 |    1.0 |\n"
-        );
-        assert_eq!(
-            batched_bench_rows(&several),
-            vec![(1, 252.07, 46.20), (4, 285.30, 74.20)]
-        );
-    }
 }

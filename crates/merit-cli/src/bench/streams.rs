@@ -327,7 +327,7 @@ fn episodes_at_once(
     let mut alone = Vec::new();
     for request in &bench.requests[..most] {
         single.clear_cache()?;
-        alone.push(crate::bench::models::run_episode(
+        alone.push(crate::bench::episode::run_episode(
             &single, request, &decoding, None,
         )?);
     }
@@ -337,7 +337,7 @@ fn episodes_at_once(
         let started = Instant::now();
         let indices: Vec<usize> = (0..n).collect();
         let runs = crate::files::all_at_once(&indices, "an episode", |&i| {
-            crate::bench::models::run_episode(
+            crate::bench::episode::run_episode(
                 &chat,
                 &bench.requests[i],
                 &decoding,
@@ -347,7 +347,7 @@ fn episodes_at_once(
         let wall = started.elapsed().as_secs_f64();
         let runs = runs.into_iter().collect::<Result<Vec<_>>>()?;
         let one_by_one: f64 = alone[..n].iter().map(|run| run.total.as_secs_f64()).sum();
-        let evaluated = |runs: &[crate::bench::models::EpisodeRun]| -> u64 {
+        let evaluated = |runs: &[crate::bench::episode::EpisodeRun]| -> u64 {
             runs.iter().map(|run| run.evaluated_tokens).sum()
         };
         println!(
@@ -501,7 +501,7 @@ fn llama_batched_bench_rows(
     if !output.status.success() {
         return Err(anyhow!("{} failed ({})", tool.display(), output.status));
     }
-    let rows = crate::bench::models::batched_bench_rows(&stdout);
+    let rows = crate::bench::llama_tool::batched_bench_rows(&stdout);
     if rows.is_empty() {
         return Err(anyhow!(
             "no result rows in llama-batched-bench's output:\n{stdout}"

@@ -10,15 +10,14 @@ use merit_interact::memory::{Level, RetrievalConfig};
 use merit_interact::runlog::read_log;
 use merit_interact::simulator::model::{ModelSimulator, ModelSimulatorConfig};
 use merit_interact::{sqlite_backend, EnvConfig, TaskSet};
-use merit_learn::holdout::{prm_utilities, HeldOut, PrmRewards};
+use merit_learn::holdout::{prm_utilities, train_turn_selector, HeldOut, PrmRewards};
 use merit_learn::selector::{
     decision_shift, PpoConfig, PpoTrainer, SelectionExample, SelectorConfig, SelectorInputs,
     SelectorPolicy,
 };
 use merit_learn::student::StudentPrm;
 use merit_learn::train::{
-    score_rules, split_by_task, train_bandit, train_episode_selector, turn_examples,
-    EpisodeTraining, TurnExample, UpdateRecord,
+    score_rules, train_episode_selector, turn_examples, EpisodeTraining, TurnExample, UpdateRecord,
 };
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -360,40 +359,19 @@ pub fn train_selector(args: TrainSelectorArgs) -> Result<()> {
             };
             let (examples, utilities) =
                 turn_states_with_utilities(run, prm, embedder.as_ref(), &retrieval)?;
-            let all_problems: Vec<_> = examples.iter().map(|e| e.example.clone()).collect();
-            let all_rewards = PrmRewards {
+            let training = train_turn_selector(
+                &examples,
                 utilities,
-                none: args.none_reward,
-            };
-            let (train_indices, held_indices) = if args.holdout_tasks > 0 {
-                let tasks: Vec<&str> = examples.iter().map(|e| e.instance_id.as_str()).collect();
-                split_by_task(&tasks, args.holdout_tasks, args.seed)?
-            } else {
-                ((0..examples.len()).collect(), Vec::new())
-            };
-            let problems: Vec<_> = train_indices
-                .iter()
-                .map(|&i| all_problems[i].clone())
-                .collect();
-            let rewards = all_rewards.subset(&train_indices);
-            train_bandit(
-                &problems,
-                &rewards,
+                args.none_reward,
+                args.holdout_tasks,
                 &mut trainer,
                 args.updates,
                 args.batch,
                 args.seed,
                 on_update,
             )?;
-            if !held_indices.is_empty() {
-                held_out = Some(HeldOut {
-                    problems: all_problems,
-                    rewards: all_rewards,
-                    train: train_indices,
-                    held: held_indices,
-                });
-            }
-            problems
+            held_out = training.held_out;
+            training.problems
         }
     };
     bar.finish_and_clear();

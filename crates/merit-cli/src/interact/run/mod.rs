@@ -1,14 +1,13 @@
 //! `merit interact run`: the agent on a task file, with or without memory, resumable.
 
 use crate::models::reexec_with_bounded_openmp_spin;
-use crate::models::{build_embedder, open_store, ChatArgs};
+use crate::models::{build_embedder, open_store};
 use anyhow::{anyhow, bail, Context, Result};
-use clap::Args;
 use merit_interact::agent::{AgentConfig, AgentStyle, ReactAgent, ToolCallMode};
 use merit_interact::memory::{
     AdvisorConfig, Bm25Selector, CosineSelector, InsightConfig, InsightExtractor, Level,
-    MemRlSelector, MementoSelector, MemoryConfig, ModelSelector, OnlineSelector, Retention,
-    RetrievalConfig, Selector, StaticDemos, TopicKSelector,
+    MemRlSelector, MementoSelector, MemoryConfig, ModelSelector, OnlineSelector, RetrievalConfig,
+    Selector, StaticDemos, TopicKSelector,
 };
 use merit_interact::runlog::{
     read_log, run_tasks, run_tasks_with_demos, run_tasks_with_memory, EpisodeRecord, MemoryRun,
@@ -18,213 +17,12 @@ use merit_interact::simulator::model::{ModelSimulator, ModelSimulatorConfig};
 use merit_interact::{sqlite_backend, EnvConfig, HumanSimulator, TaskSet, UserSimulator};
 use merit_lab::interact::{render, summarise, LOG_FILE};
 use merit_learn::selector::LearnedSelector;
-use serde::Serialize;
-use std::path::PathBuf;
 use std::sync::Arc;
 
-/// Arguments of `merit interact run`.
-#[derive(Debug, Args)]
-pub struct InteractRunArgs {
-    /// Task file in the BIRD-Interact format (JSONL).
-    #[arg(long)]
-    tasks: PathBuf,
-    /// Folder with one folder per database (schema, column meanings, knowledge base, SQLite file).
-    #[arg(long)]
-    db_root: PathBuf,
-    /// Ground truth in a separate JSONL file, keyed by instance_id (public releases ship it apart).
-    #[arg(long)]
-    ground_truth: Option<PathBuf>,
-    /// Databases missing beside their metafiles are taken from `<DIR>/<db>/<db>.sqlite` (the
-    /// Spider layout): committed task sets ship metafiles only.
-    #[arg(long)]
-    sqlite_dir: Option<PathBuf>,
-    /// Run the first N tasks only.
-    #[arg(long)]
-    limit: Option<usize>,
-    /// Run the tasks on PostgreSQL instead of SQLite: each database's SQLite file is loaded
-    /// into a template database on this server (once), and every episode works on a private
-    /// clone (`postgres://user@host:port/db`; the role needs CREATEDB).
-    #[arg(long)]
-    pg_url: Option<String>,
-    /// Run directory (created, or continued when it holds a log).
-    #[arg(long)]
-    out: PathBuf,
-    /// The model of the agent and of the user simulator.
-    #[command(flatten)]
-    chat: ChatArgs,
-    /// Who plays the user: the model simulator (needs ground truth), or `human`: you, at
-    /// this terminal, answering the agent's questions and accepting or rejecting its answers
-    /// (for your own tasks, which need no ground truth; one episode at a time).
-    #[arg(long, value_enum, default_value_t = SimulatorArg::Model)]
-    simulator: SimulatorArg,
-    /// A separate model for the user simulator: an embedded model name, or with `--llm-url`
-    /// a model name on the same server (default: the agent's model).
-    #[arg(long)]
-    simulator_model: Option<String>,
-    /// Path of the simulator's GGUF file (with `--simulator-model`, embedded; skips pulling).
-    #[arg(long, requires = "simulator_model")]
-    simulator_model_path: Option<PathBuf>,
-    /// Reply cache folder (default: `$MERIT_HOME/replies`).
-    #[arg(long)]
-    cache: Option<PathBuf>,
-    /// How the agent exchanges actions: native tool calls when the server supports them
-    /// (auto; the embedded model has none), always the text protocol, or always native.
-    #[arg(long, value_enum, default_value_t = ToolCallsArg::Auto)]
-    tool_calls: ToolCallsArg,
-    #[command(flatten)]
-    budget: crate::interact::learn::AgentBudgetArgs,
-    #[command(flatten)]
-    memory: MemoryArgs,
-    /// Which agent: the interactive ReAct agent, or `vanilla`, the non-agentic LLM baseline
-    /// (schema and request in, one query per phase out; no questions, no memory).
-    #[arg(long, value_enum, default_value_t = AgentArg::React)]
-    agent: AgentArg,
-    /// Sample the agent's replies at this temperature (default 0: greedy). With several
-    /// `--sample-seed`s, the runs are the independent tries of Pass@k (`merit interact report
-    /// --pass-at-k`).
-    #[arg(long, default_value_t = 0.0)]
-    temperature: f32,
-    /// The sampling seed of every agent call (with `--temperature` above 0).
-    #[arg(long, default_value_t = 0)]
-    sample_seed: u64,
-    /// The Demo agent: show the first `--demo-count` successful episodes of this episode log
-    /// (a training-split run's `episodes.jsonl`) to every episode as fixed worked examples.
-    #[arg(long, conflicts_with = "memory")]
-    demos: Option<PathBuf>,
-    /// Demonstrations shown with `--demos`.
-    #[arg(long, default_value_t = 2, requires = "demos",
-          value_parser = clap::value_parser!(u16).range(1..))]
-    demo_count: u16,
-    /// Episodes run at once; the embedded model decodes their calls together (agent and
-    /// simulator alike). Only without memory or with `--frozen-memory` and a selector that
-    /// does not learn online: an online memory must see each episode before the next. The log
-    /// is written in task order either way; a batched reply can differ from a one-at-a-time
-    /// one in a near tie, and the reply cache keeps whichever came first.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=16))]
-    parallel: u16,
-}
+mod args;
 
-/// `--simulator` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum SimulatorArg {
-    Model,
-    Human,
-}
-
-/// `--agent` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum AgentArg {
-    React,
-    Vanilla,
-}
-
-/// `--tool-calls` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum ToolCallsArg {
-    Auto,
-    Text,
-    Native,
-}
-
-/// Which selector chooses among the embedding stage's candidates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "snake_case")]
-enum SelectorKind {
-    /// Highest BM25 score against the query (none when no term is shared).
-    Bm25,
-    /// Highest cosine: the embedding stage's first candidate.
-    Cosine,
-    /// TopicK baseline: candidates that together cover the request's topics, rare topics
-    /// first (static; see `merit_interact::memory::topick`).
-    Topick,
-    /// The chat model picks from numbered summaries.
-    Model,
-    /// PPO-trained checkpoints (`--episode-selector`, `--turn-selector`).
-    Learned,
-    /// MemRL-style baseline: Q-values of memories learned online from episode rewards.
-    Memrl,
-    /// Memento-style baseline: a linear case-selection score learned online.
-    Memento,
-}
-
-/// Which finished episodes and steps the memory keeps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "snake_case")]
-enum RetentionArg {
-    /// The paper's: successful episodes and their helpful steps; failed episodes leave nothing.
-    SuccessfulEpisodes,
-    /// Successful episodes, and the helpful steps of every episode, failed ones included
-    /// (merit's rule before issue 18).
-    PositiveSteps,
-    /// Every episode and step, each with its polarity (the paper's Table 7 comparison).
-    All,
-}
-
-impl From<RetentionArg> for Retention {
-    fn from(arg: RetentionArg) -> Retention {
-        match arg {
-            RetentionArg::SuccessfulEpisodes => Retention::SuccessfulEpisodes,
-            RetentionArg::PositiveSteps => Retention::PositiveSteps,
-            RetentionArg::All => Retention::All,
-        }
-    }
-}
-
-/// Long-term memory options of `merit interact run`.
-#[derive(Debug, Args, Serialize)]
-struct MemoryArgs {
-    /// Long-term memory selector; without it the agent runs with no memory (the baseline).
-    #[arg(long, value_enum)]
-    memory: Option<SelectorKind>,
-    /// Do not retrieve episode-level memories (ablation).
-    #[arg(long, requires = "memory")]
-    no_episode_memory: bool,
-    /// Do not retrieve turn-level memories (ablation).
-    #[arg(long, requires = "memory")]
-    no_turn_memory: bool,
-    /// Memories injected per retrieval, 1 to 5 (the paper's default: 1).
-    #[arg(long, default_value_t = 1, requires = "memory")]
-    inject: usize,
-    /// Candidates kept by the embedding stage (the paper's 10).
-    #[arg(long, default_value_t = 10, requires = "memory")]
-    candidates: usize,
-    /// Which memories are written: `successful-episodes` (the paper's), `positive-steps`
-    /// (also the helpful steps of failed episodes) or `all` (everything, with its polarity).
-    #[arg(
-        long,
-        value_enum,
-        default_value = "successful-episodes",
-        requires = "memory"
-    )]
-    retention: RetentionArg,
-    /// Start from the memory folder of an earlier run (e.g. the training run's `memory/`).
-    #[arg(long, requires = "memory")]
-    memory_from: Option<PathBuf>,
-    /// Read the memory but add nothing to it (evaluation on a fixed memory).
-    #[arg(long, requires = "memory")]
-    frozen_memory: bool,
-    /// With `--memory learned`: the episode-level checkpoint (`episode.safetensors` from
-    /// `merit interact train-selector`), or `cosine` for cosine selection at that level;
-    /// required unless `--no-episode-memory`.
-    #[arg(long)]
-    episode_selector: Option<PathBuf>,
-    /// With `--memory learned`: the turn-level checkpoint, or `cosine` for cosine selection
-    /// at that level; required unless `--no-turn-memory`.
-    #[arg(long)]
-    turn_selector: Option<PathBuf>,
-    /// Embedded embedder name.
-    #[arg(long, default_value = merit_models::registry::DEFAULT_EMBEDDER)]
-    #[serde(skip)]
-    embedder: String,
-    /// OpenAI-compatible embeddings server; default: the embedded embedder.
-    #[arg(long, requires = "embed_model")]
-    #[serde(skip)]
-    embed_url: Option<String>,
-    /// Embedding model name on the server.
-    #[arg(long)]
-    #[serde(skip)]
-    embed_model: Option<String>,
-}
+pub use args::InteractRunArgs;
+use args::{AgentArg, SelectorKind, SimulatorArg, ToolCallsArg};
 
 pub(super) fn run_agent(args: InteractRunArgs) -> Result<()> {
     if !args.chat.is_server() {
@@ -564,25 +362,13 @@ fn check_run_settings(args: &InteractRunArgs, model_id: &str, simulator_id: &str
     if simulator_id != model_id {
         settings["simulator_model"] = serde_json::Value::String(simulator_id.to_string());
     }
-    let path = args.out.join(SETTINGS_FILE);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => {
-            let recorded: serde_json::Value = serde_json::from_str(&text)
-                .with_context(|| format!("{} is not valid JSON", path.display()))?;
-            if recorded != settings {
-                bail!(
-                    "{} was started with other settings:\n  recorded: {recorded}\n  now:      {settings}\nuse another --out, or the recorded settings to continue",
-                    args.out.display()
-                );
-            }
-            Ok(())
-        }
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            crate::files::write_atomically(
-                &path,
-                serde_json::to_string_pretty(&settings)?.as_bytes(),
-            )
-        }
-        Err(error) => Err(error).with_context(|| format!("cannot read {}", path.display())),
+    match merit_journal::settings::ensure_settings(&args.out.join(SETTINGS_FILE), &settings) {
+        Ok(_) => Ok(()),
+        Err(error @ merit_journal::settings::SettingsError::Differs { .. }) => bail!(
+            "{error}\n{} was started with other settings: use another --out, or the recorded \
+             settings to continue",
+            args.out.display()
+        ),
+        Err(error) => Err(error.into()),
     }
 }
