@@ -4,7 +4,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|reply: &str| {
-    if let Ok(sql) = merit_agent::extract::extract_sql(reply) {
+    if let Ok(sql) = merit_repair::extract::extract_sql(reply) {
         assert!(
             !sql.trim().is_empty(),
             "an empty query was extracted from {reply:?}"

@@ -4,12 +4,12 @@
 use crate::models::{load_chat_model, reexec_with_bounded_openmp_spin};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
-use merit_agent::extract::extract_sql;
-use merit_agent::prompts::initial::{initial_request, schema_from_database, InitialTask};
 use merit_core::model::{ChatModel, Decoding};
 use merit_core::Benchmark;
 use merit_data::DatabaseDir;
 use merit_models::llama::DEFAULT_CONTEXT_SIZE;
+use merit_repair::extract::extract_sql;
+use merit_repair::prompts::initial::{initial_request, schema_from_database, InitialTask};
 use merit_sql::{Database, Dialect, ExecLimits, ResultSet, SqliteDatabase};
 use std::path::PathBuf;
 use std::time::Instant;

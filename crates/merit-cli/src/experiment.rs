@@ -6,8 +6,6 @@
 use crate::models::{load_chat_model_with, load_embedder, merit_home, ChatLoad, RUN_CONTEXT_SIZE};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
-use merit_agent::hints::HintKinds;
-use merit_agent::repair::{RepairAids, RepairLayout};
 use merit_core::episode::EpisodeRecord;
 use merit_core::model::{ChatModel, Embedder};
 use merit_core::{Benchmark, Question};
@@ -19,6 +17,8 @@ use merit_lab::report::{build_report, render_markdown};
 use merit_lab::run::StreamSpec;
 use merit_models::cache::{CachedChat, CachedEmbedder, ReplyStore};
 use merit_models::openai::{OpenAiChat, OpenAiConfig, OpenAiEmbedder};
+use merit_repair::hints::HintKinds;
+use merit_repair::repair::{RepairAids, RepairLayout};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;

@@ -140,7 +140,7 @@ mod tests {
         let chosen = demo_run_args(parse(&[]), folder.clone(), folder.clone());
         let aids = chosen.aids();
         assert!(aids.repeat_guard && aids.grammar && aids.hints.schema && aids.hints.values);
-        assert_eq!(aids.layout, merit_agent::repair::RepairLayout::Fresh);
+        assert_eq!(aids.layout, merit_repair::repair::RepairLayout::Fresh);
         assert_eq!(chosen.repair_model.as_deref(), Some(DEMO_REPAIR_MODEL));
         assert_eq!(chosen.methods, ["iterative", "merit"]);
         assert!(chosen.out.is_some() && chosen.resume.is_none());

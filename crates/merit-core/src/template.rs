@@ -1,4 +1,4 @@
-//! `{{slot}}` prompt templates: the one filler behind the repair prompts (merit-agent) and
+//! `{{slot}}` prompt templates: the one filler behind the repair prompts (merit-repair) and
 //! the interact prompts (merit-interact).
 //!
 //! Written by hand because the templates only need named substitution. Filling is one pass

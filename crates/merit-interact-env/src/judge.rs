@@ -155,8 +155,9 @@ fn find_ascii_case_insensitive(haystack: &str, needle: &str) -> Option<usize> {
         .find(|&i| hay[i..i + needle.len()].eq_ignore_ascii_case(needle))
 }
 
-/// The three transforms in the reference's order: comments, DISTINCT, ROUND.
-pub fn normalize_sql(sql: &str) -> String {
+/// The reference judge's three rewrites of a query before it runs, in its order: comments,
+/// DISTINCT, ROUND.
+pub fn reference_rewrites(sql: &str) -> String {
     strip_round(&strip_distinct(&strip_comments(sql)))
 }
 
@@ -598,7 +599,7 @@ fn default_test(
     let mut run_all = |statements: &[String]| -> Result<Rows, ExecError> {
         let mut last = Rows::default();
         for statement in statements {
-            last = backend.query_read_only(&normalize_sql(statement), &unlimited)?;
+            last = backend.query_read_only(&reference_rewrites(statement), &unlimited)?;
         }
         Ok(last)
     };

@@ -187,7 +187,7 @@ pub fn perturb_seeds(
             report.seeds_unparsable += 1;
             continue;
         };
-        let seed_norm = sqlast::normalize_rendered(&query.to_string());
+        let seed_norm = sqlast::canonical_rendered_text(&query.to_string());
         let mut rng = ChaCha20Rng::seed_from_u64(
             config.seed ^ fnv1a(format!("{}\n{}", seed.db_id, seed.seed_id).as_bytes()),
         );
@@ -221,7 +221,7 @@ pub fn perturb_seeds(
             report.candidates += 1;
             let sql = candidate.to_string();
             // Re-parse the rendering: what is stored must be what `sqlparser` reads back.
-            let Some(normalized) = sqlast::normalize_sql(&sql) else {
+            let Some(normalized) = sqlast::canonical_query_text(&sql) else {
                 report.failed_execution += 1;
                 continue;
             };

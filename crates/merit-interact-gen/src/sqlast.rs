@@ -24,12 +24,12 @@ pub fn parse_query(sql: &str) -> Option<Query> {
 /// The normalised form used to deduplicate targets: `sqlparser`'s canonical rendering with
 /// ASCII letters lower-cased outside single-quoted literals (SQLite identifiers and keywords
 /// are case-insensitive, string values are not) and whitespace runs collapsed.
-pub fn normalize_sql(sql: &str) -> Option<String> {
-    parse_query(sql).map(|q| normalize_rendered(&q.to_string()))
+pub fn canonical_query_text(sql: &str) -> Option<String> {
+    parse_query(sql).map(|q| canonical_rendered_text(&q.to_string()))
 }
 
-/// [`normalize_sql`] for an already rendered query.
-pub(crate) fn normalize_rendered(rendered: &str) -> String {
+/// [`canonical_query_text`] for an already rendered query.
+pub(crate) fn canonical_rendered_text(rendered: &str) -> String {
     let mut out = String::with_capacity(rendered.len());
     let mut in_string = false;
     let mut last_space = false;
@@ -195,7 +195,7 @@ pub fn skeleton(query: &Query) -> String {
     }
     let mut masked = query.clone();
     let _ = masked.visit(&mut Mask);
-    normalize_rendered(&masked.to_string())
+    canonical_rendered_text(&masked.to_string())
 }
 
 /// Structural features of one query, for the statistics.
@@ -254,11 +254,11 @@ mod tests {
     #[test]
     fn normalisation_keeps_string_case_only() {
         assert_eq!(
-            normalize_sql("select  Name from SINGER where Country = 'France'").unwrap(),
+            canonical_query_text("select  Name from SINGER where Country = 'France'").unwrap(),
             "select name from singer where country = 'France'"
         );
-        assert!(normalize_sql("DELETE FROM singer").is_none());
-        assert!(normalize_sql("SELECT 1; SELECT 2").is_none());
+        assert!(canonical_query_text("DELETE FROM singer").is_none());
+        assert!(canonical_query_text("SELECT 1; SELECT 2").is_none());
     }
 
     #[test]

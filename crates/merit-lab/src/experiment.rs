@@ -13,19 +13,19 @@ use crate::run::{
     ensure_manifest, load_episodes, run_streams, MethodFactory, PreparedQuestion, RunError,
     RunPlan, StreamSpec,
 };
-use merit_agent::extract::extract_sql;
-use merit_agent::hints::DatabaseHints;
-use merit_agent::memory::{MeritMemory, RuleClassifier};
-use merit_agent::prompts::initial::{dialect_name, initial_request, InitialTask};
-use merit_agent::repair::{
-    EpisodeDeps, EpisodeSettings, NoMemory, QuestionView, RepairAids, RepairMemory,
-};
 use merit_core::episode::EpisodeRecord;
 use merit_core::model::{ChatModel, Decoding, Embedder, ModelError};
 use merit_core::{Benchmark, Question};
 use merit_data::{render_create_tables, DataError, DatabaseDir};
 use merit_eval::{EvalConfig, Evaluator, Oracle};
 use merit_memory::{FinalizePolicy, RetrievalConfig, Variant};
+use merit_repair::extract::extract_sql;
+use merit_repair::hints::DatabaseHints;
+use merit_repair::memory::{MeritMemory, RuleClassifier};
+use merit_repair::prompts::initial::{dialect_name, initial_request, InitialTask};
+use merit_repair::repair::{
+    EpisodeDeps, EpisodeSettings, NoMemory, QuestionView, RepairAids, RepairMemory,
+};
 use merit_sql::Dialect;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;

@@ -13,12 +13,12 @@
 
 use crate::jsonl::{read_records, truncate_torn_tail, Appender, JsonlError};
 use crate::stream::stream_order;
-use merit_agent::repair::{
+use merit_core::episode::EpisodeRecord;
+use merit_journal::settings::SettingsError;
+use merit_repair::repair::{
     run_episode, AttemptView, EpisodeDeps, EpisodeError, EpisodeSettings, FailureClassifier,
     FinalizedEpisode, QuestionView, RepairMemory,
 };
-use merit_core::episode::EpisodeRecord;
-use merit_journal::settings::SettingsError;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};

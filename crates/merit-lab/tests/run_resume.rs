@@ -1,15 +1,15 @@
 //! A run killed mid-way and resumed ends exactly like an uninterrupted run.
 
-use merit_agent::repair::{
-    EpisodeDeps, EpisodeSettings, FailureClassifier, FinalizedEpisode, Judge, JudgeError,
-    MemoryError, Precedent, PrecedentPolarity, QuestionView, RepairMemory, RetrievalRequest,
-};
 use merit_core::failure::{Classification, FailureType};
 use merit_core::model::{ChatModel, ChatReply, ChatRequest, Decoding, ModelError};
 use merit_core::{Benchmark, Feedback, Status};
 use merit_lab::run::{
     ensure_manifest, episode_log, load_episodes, run_streams, MethodFactory, PreparedQuestion,
     RunPlan, StreamSpec,
+};
+use merit_repair::repair::{
+    EpisodeDeps, EpisodeSettings, FailureClassifier, FinalizedEpisode, Judge, JudgeError,
+    MemoryError, Precedent, PrecedentPolarity, QuestionView, RepairMemory, RetrievalRequest,
 };
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -64,6 +64,9 @@ pub enum MemoryError {
         /// What is wrong.
         message: String,
     },
+    /// No entry has this id.
+    #[error("no memory entry has id {0}")]
+    UnknownEntry(MemoryId),
 }
 
 /// Maps strings to small integers so that legality checks compare integers.
@@ -137,6 +140,8 @@ pub struct Memory {
     pub(crate) source_db: Vec<u32>,
     pub(crate) polarity: Vec<Polarity>,
     pub(crate) failure_type: Vec<FailureType>,
+    /// Whether each entry is retired (kept, but never retrieved); see [`Memory::set_retired`].
+    retired: Vec<bool>,
     /// Posting group ([`posting_group`]) of each entry.
     pub(crate) group_of: Vec<u8>,
     /// Storage indices of each group's entries, ascending.
@@ -179,6 +184,7 @@ impl Memory {
             source_db: Vec::new(),
             polarity: Vec::new(),
             failure_type: Vec::new(),
+            retired: Vec::new(),
             group_of: Vec::new(),
             group_members: vec![Vec::new(); GROUPS],
             group_vectors: vec![Vec::new(); GROUPS],
@@ -243,6 +249,26 @@ impl Memory {
             Prepared::Replay(id) => Some(id),
             Prepared::New(entry, vector) => Some(self.insert(*entry, vector)),
         }
+    }
+
+    /// Retires the entry `id` (`true`) or restores it (`false`). A retired entry stays in the
+    /// memory and in views' [`MemoryView::get`], but no retrieval sees it: it leaves every
+    /// pool and every BM25 corpus. Used by live mode, where a memory that later answers were
+    /// rejected with can be taken out of use and brought back; benchmark runs never retire.
+    /// Returns the previous state; an unknown id is an error.
+    pub fn set_retired(&mut self, id: MemoryId, retired: bool) -> Result<bool, MemoryError> {
+        let index = self
+            .entries
+            .binary_search_by_key(&id, |e| e.id)
+            .map_err(|_| MemoryError::UnknownEntry(id))?;
+        Ok(std::mem::replace(&mut self.retired[index], retired))
+    }
+
+    /// `true` when the entry `id` exists and is retired.
+    pub fn is_retired(&self, id: MemoryId) -> bool {
+        self.entries
+            .binary_search_by_key(&id, |e| e.id)
+            .is_ok_and(|index| self.retired[index])
     }
 
     /// A view for retrievals at stream position `position` on behalf of `current_query`:
@@ -485,6 +511,7 @@ impl Memory {
         self.source_db.push(db);
         self.polarity.push(entry.polarity);
         self.failure_type.push(entry.failure_type);
+        self.retired.push(false);
         self.last_finalized = Some(
             self.last_finalized
                 .map_or(entry.provenance.stream_pos, |last| {
@@ -595,24 +622,31 @@ impl<'m> MemoryView<'m> {
             .partition_point(|&pos| pos < self.position.0)
     }
 
-    /// `true` when the entry at storage index `index` is visible.
-    pub(crate) fn is_legal_index(&self, index: usize) -> bool {
+    /// `true` when the entry at storage index `index` is visible: from an earlier position and
+    /// another query. Listings and [`MemoryView::get`] see retired entries too.
+    fn is_visible_index(&self, index: usize) -> bool {
         self.memory.source_pos[index] < self.position.0
             && self.memory.source_query[index] != self.excluded_query
+    }
+
+    /// `true` when the entry at storage index `index` may be retrieved: visible and not
+    /// retired.
+    pub(crate) fn is_legal_index(&self, index: usize) -> bool {
+        self.is_visible_index(index) && !self.memory.retired[index]
     }
 
     /// The visible entries in commit order.
     pub fn entries(&self) -> impl Iterator<Item = &'m MemoryEntry> + '_ {
         let memory = self.memory;
         (0..memory.entries.len())
-            .filter(move |&i| self.is_legal_index(i))
+            .filter(move |&i| self.is_visible_index(i))
             .map(move |i| &memory.entries[i])
     }
 
     /// Number of visible entries.
     pub fn len(&self) -> usize {
         (0..self.memory.entries.len())
-            .filter(|&i| self.is_legal_index(i))
+            .filter(|&i| self.is_visible_index(i))
             .count()
     }
 
@@ -625,6 +659,6 @@ impl<'m> MemoryView<'m> {
     pub fn get(&self, id: MemoryId) -> Option<&'m MemoryEntry> {
         let memory = self.memory;
         let index = memory.entries.binary_search_by_key(&id, |e| e.id).ok()?;
-        self.is_legal_index(index).then(|| &memory.entries[index])
+        self.is_visible_index(index).then(|| &memory.entries[index])
     }
 }

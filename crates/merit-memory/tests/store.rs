@@ -340,3 +340,46 @@ fn the_dense_document_puts_every_failure_field_before_the_schema() {
         }
     }
 }
+
+/// A retired entry is kept and listed but never retrieved; restoring it brings it back, and an
+/// unknown id is an error naming it.
+#[test]
+fn retired_entries_are_listed_but_never_retrieved_until_restored() {
+    let embedder = HashEmbedder::new(32);
+    let mut memory = merit_memory::Memory::for_embedder(&embedder);
+    for index in 0..3 {
+        memory
+            .commit(
+                episode(index, true).finalize(FinalizePolicy::PositiveAndNegative),
+                &embedder,
+            )
+            .unwrap();
+    }
+    let query = episode(9, false).retrieval_query().unwrap();
+    let config = RetrievalConfig::merit();
+    let retrieved = |memory: &merit_memory::Memory| -> Vec<MemoryId> {
+        memory
+            .view_at(StreamPos(10), "dev-9")
+            .retrieve(&query, &config, &embedder)
+            .unwrap()
+            .precedents
+            .iter()
+            .map(|p| p.entry.id)
+            .collect()
+    };
+    let before = retrieved(&memory);
+    assert!(before.contains(&MemoryId(1)), "{before:?}");
+    assert!(!memory.set_retired(MemoryId(1), true).unwrap());
+    assert!(memory.is_retired(MemoryId(1)));
+    assert!(!retrieved(&memory).contains(&MemoryId(1)));
+    let view = memory.view_at(StreamPos(10), "dev-9");
+    assert!(view.get(MemoryId(1)).is_some() && view.len() == 3);
+    assert!(memory.set_retired(MemoryId(1), false).unwrap());
+    assert_eq!(retrieved(&memory), before);
+    let error = memory.set_retired(MemoryId(7), true).unwrap_err();
+    assert!(
+        matches!(error, MemoryError::UnknownEntry(MemoryId(7))),
+        "{error}"
+    );
+    assert!(error.to_string().contains("m7"), "{error}");
+}

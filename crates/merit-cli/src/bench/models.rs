@@ -25,11 +25,11 @@ use super::llama_tool::llama_batched_bench;
 use crate::models::{load_chat_model_with, reexec_with_bounded_openmp_spin, ChatLoad};
 use anyhow::{anyhow, Result};
 use clap::Args;
-use merit_agent::prompts::initial::{initial_request, schema_from_database, InitialTask};
 use merit_core::model::Decoding;
 use merit_core::Benchmark;
 use merit_data::DatabaseDir;
 use merit_models::llama::{CallStats, PromptLookup, DEFAULT_CONTEXT_SIZE};
+use merit_repair::prompts::initial::{initial_request, schema_from_database, InitialTask};
 use merit_sql::{Dialect, SqliteDatabase};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -195,9 +195,9 @@ fn bench_chat(args: &ModelsBenchArgs) -> Result<()> {
         prompt_rate / generation_rate.max(f64::MIN_POSITIVE)
     );
     if args.grammar {
-        let catalog = merit_agent::hints::SchemaCatalog::read(&database)?;
+        let catalog = merit_repair::hints::SchemaCatalog::read(&database)?;
         let mut constrained = request.clone();
-        constrained.decoding.grammar = Some(merit_agent::grammar::sql_grammar(&catalog));
+        constrained.decoding.grammar = Some(merit_repair::grammar::sql_grammar(&catalog));
         let mut rates = Vec::new();
         let mut stats = CallStats::default();
         let mut text = String::new();

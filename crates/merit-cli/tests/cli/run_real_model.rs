@@ -197,7 +197,7 @@ fn only_allowed_words(sql: &str, names: &[String]) -> Result<(), String> {
             || ((word.starts_with('t') || word.starts_with('T'))
                 && word.len() <= 3
                 && word[1..].chars().all(|c| c.is_ascii_digit()));
-        let allowed = merit_agent::grammar::KEYWORDS.contains(&upper.as_str())
+        let allowed = merit_repair::grammar::KEYWORDS.contains(&upper.as_str())
             || names.iter().any(|n| n.eq_ignore_ascii_case(word))
             || word.chars().all(|c| c.is_ascii_digit())
             || alias;
@@ -237,7 +237,7 @@ fn real_model_run_with_every_repair_aid_stays_in_the_grammar_and_replays() {
         sample().join("database/concert_singer/concert_singer.sqlite"),
     )
     .unwrap();
-    let catalog = merit_agent::hints::SchemaCatalog::read(&database).unwrap();
+    let catalog = merit_repair::hints::SchemaCatalog::read(&database).unwrap();
     let names: Vec<String> = catalog
         .tables
         .iter()

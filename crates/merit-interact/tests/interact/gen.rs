@@ -83,10 +83,10 @@ fn perturbation_yields_executable_non_empty_distinct_targets() {
     let dir = databases();
     for target in &targets {
         assert!(ids.insert(target.target_id.clone()), "duplicate id");
-        let norm = merit_interact::gen::sqlast::normalize_sql(&target.sql).expect("parses");
+        let norm = merit_interact::gen::sqlast::canonical_query_text(&target.sql).expect("parses");
         assert!(norms.insert(norm.clone()));
         assert_ne!(
-            merit_interact::gen::sqlast::normalize_sql(&target.seed_sql),
+            merit_interact::gen::sqlast::canonical_query_text(&target.seed_sql),
             Some(norm),
             "a target must differ from its seed"
         );

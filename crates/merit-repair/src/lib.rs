@@ -1,4 +1,4 @@
-//! The agent side of MERIT repair: prompts, SQL extraction and the repair episode.
+//! The repair agent of MERIT repair: prompts, SQL extraction and the repair episode.
 //!
 //! - [`prompts`]: the versioned `merit-prompts-v3` templates and their rendering;
 //! - [`extract`]: pulling one SQL statement out of a model reply;

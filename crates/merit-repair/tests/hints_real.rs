@@ -1,9 +1,9 @@
 //! Repair hints on real Spider databases, for real failures of the embedded models.
 
-use merit_agent::hints::{hints_for, DatabaseHints, HintKinds, SchemaCatalog};
-use merit_agent::repair::DatabaseAids;
 use merit_core::Status;
 use merit_data::DatabaseDir;
+use merit_repair::hints::{hints_for, DatabaseHints, HintKinds, SchemaCatalog};
+use merit_repair::repair::DatabaseAids;
 use merit_sql::{Database, SqliteDatabase};
 use std::path::PathBuf;
 

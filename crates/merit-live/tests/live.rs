@@ -1,0 +1,471 @@
+//! Live mode end to end on a real Spider database, with a scripted model and the hashed
+//! embedder: repairs from execution feedback, polarity from user feedback, the wait,
+//! retirement, causality, and the journal surviving a restart and a cut-short write.
+
+use merit_core::model::{ChatModel, ChatReply, ChatRequest, Embedder, ModelError};
+use merit_live::{
+    AskRequest, LiveConfig, LiveDeps, LiveError, LiveMemory, RetirementPolicy, Signal, UserFeedback,
+};
+use merit_memory::{HashEmbedder, Polarity};
+use merit_sql::SqliteDatabase;
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+fn database() -> SqliteDatabase {
+    let path = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/data/spider/database/concert_singer/concert_singer.sqlite"
+    ));
+    SqliteDatabase::open(path).expect("the Spider concert_singer database")
+}
+
+const SCHEMA: &str = "CREATE TABLE singer (Singer_ID int, Name text, Country text, Age int)";
+
+/// Answers with the queued replies in order (the initial SQL comes from the caller).
+struct Scripted(Mutex<VecDeque<String>>);
+
+impl Scripted {
+    fn new(replies: &[&str]) -> Scripted {
+        Scripted(Mutex::new(
+            replies
+                .iter()
+                .map(|r| format!("```sql\n{r}\n```"))
+                .collect(),
+        ))
+    }
+}
+
+impl ChatModel for Scripted {
+    fn id(&self) -> String {
+        "scripted".into()
+    }
+
+    fn chat(&self, _request: &ChatRequest) -> Result<ChatReply, ModelError> {
+        let text = self
+            .0
+            .lock()
+            .unwrap()
+            .pop_front()
+            .ok_or_else(|| ModelError::Unavailable("the script ran out".into()))?;
+        Ok(ChatReply {
+            text,
+            prompt_tokens: 10,
+            completion_tokens: 5,
+            latency: Duration::ZERO,
+            cached: false,
+            tool_calls: Vec::new(),
+        })
+    }
+}
+
+fn open(dir: &Path, config: LiveConfig) -> LiveMemory {
+    let embedder: Arc<dyn Embedder> = Arc::new(HashEmbedder::new(64));
+    LiveMemory::open(dir, "concert_singer", embedder, config)
+        .expect("the live memory opens")
+        .0
+}
+
+fn ask(
+    live: &LiveMemory,
+    db: &SqliteDatabase,
+    model: &Scripted,
+    question: &str,
+    sql: &str,
+    now: u64,
+) -> merit_live::Answer {
+    live.ask(
+        &AskRequest {
+            question,
+            evidence: "",
+            schema: SCHEMA,
+            initial_sql: Some(sql),
+        },
+        &LiveDeps {
+            model,
+            database: db,
+            aids: None,
+        },
+        now,
+    )
+    .expect("the ask is answered")
+}
+
+#[test]
+fn a_confirmed_repair_becomes_a_positive_memory_that_later_repairs_retrieve() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = database();
+    let live = open(dir.path(), LiveConfig::default());
+    let model = Scripted::new(&["SELECT Name FROM singer", "SELECT Age FROM singer"]);
+
+    let first = ask(
+        &live,
+        &db,
+        &model,
+        "Names of singers?",
+        "SELECT nme FROM singer",
+        1,
+    );
+    assert!(first.executed, "{first:?}");
+    assert_eq!(first.sql, "SELECT Name FROM singer");
+    assert_eq!(first.attempts.len(), 2);
+    assert!(
+        first.rows.len() >= 5 && first.columns == ["Name"],
+        "{first:?}"
+    );
+    assert!(first.memories_used.is_empty());
+
+    // Not finalized yet: a second failing ask sees no memory (causality).
+    let second = ask(
+        &live,
+        &db,
+        &model,
+        "Ages of singers?",
+        "SELECT ag FROM singer",
+        2,
+    );
+    assert!(second.memories_used.is_empty(), "{second:?}");
+
+    let done = live
+        .feedback(first.episode, UserFeedback::Confirm, &db, 3)
+        .unwrap();
+    assert_eq!(done.signal, Some(Signal::UserConfirmed));
+    assert_eq!(done.polarity, Some(Polarity::Positive));
+    let memory = live.memory(done.memory.unwrap()).unwrap();
+    assert_eq!(memory.failing_sql, "SELECT nme FROM singer");
+    assert_eq!(memory.revised_sql, "SELECT Name FROM singer");
+    assert_eq!(memory.confidence, 1.0);
+
+    // Now a third failing ask retrieves it, with a score.
+    let model = Scripted::new(&["SELECT Country FROM singer"]);
+    let third = ask(
+        &live,
+        &db,
+        &model,
+        "Countries of singers?",
+        "SELECT cntry FROM singer",
+        4,
+    );
+    assert_eq!(third.memories_used.len(), 1, "{third:?}");
+    assert_eq!(third.memories_used[0].id, done.memory.unwrap());
+    assert!(third.memories_used[0].score.is_finite());
+
+    // Feedback once only; unknown episodes and confirming a failure are refused.
+    assert!(matches!(
+        live.feedback(first.episode, UserFeedback::Reject, &db, 5),
+        Err(LiveError::AlreadyFinalized(_))
+    ));
+    assert!(matches!(
+        live.feedback(999, UserFeedback::Reject, &db, 5),
+        Err(LiveError::UnknownEpisode(999))
+    ));
+}
+
+#[test]
+fn rejections_corrections_and_the_wait_decide_polarity_and_confidence() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = database();
+    let config = LiveConfig {
+        finalize_after_ms: 100,
+        k: 2,
+        ..LiveConfig::default()
+    };
+    let live = open(dir.path(), config);
+    // Rejected repair: negative.
+    let model = Scripted::new(&["SELECT Name FROM singer"]);
+    let rejected = ask(
+        &live,
+        &db,
+        &model,
+        "Oldest singer?",
+        "SELECT nme FROM singer",
+        0,
+    );
+    let done = live
+        .feedback(rejected.episode, UserFeedback::Reject, &db, 1)
+        .unwrap();
+    assert_eq!(done.signal, Some(Signal::UserRejected));
+    assert_eq!(done.polarity, Some(Polarity::Negative));
+
+    // A correction that does not execute is refused and changes nothing.
+    let model = Scripted::new(&["SELECT Name FROM singer"]);
+    let corrected = ask(
+        &live,
+        &db,
+        &model,
+        "Oldest singer?",
+        "SELECT nme FROM singer",
+        2,
+    );
+    let refused = live
+        .feedback(
+            corrected.episode,
+            UserFeedback::Correct {
+                sql: "SELECT nope FROM singer".into(),
+            },
+            &db,
+            3,
+        )
+        .unwrap_err();
+    assert!(refused.to_string().contains("no such column"), "{refused}");
+    let done = live
+        .feedback(
+            corrected.episode,
+            UserFeedback::Correct {
+                sql: "SELECT Name FROM singer ORDER BY Age DESC LIMIT 1".into(),
+            },
+            &db,
+            4,
+        )
+        .unwrap();
+    assert_eq!(done.signal, Some(Signal::UserCorrected));
+    let memory = live.memory(done.memory.unwrap()).unwrap();
+    assert_eq!(memory.polarity, Polarity::Positive);
+    assert_eq!(memory.failing_sql, "SELECT Name FROM singer");
+    assert_eq!(
+        memory.revised_sql,
+        "SELECT Name FROM singer ORDER BY Age DESC LIMIT 1"
+    );
+    assert_eq!(memory.confidence, 0.9);
+
+    // No feedback: finalized only after the wait, as an unconfirmed positive.
+    let model = Scripted::new(&["SELECT Country FROM singer"]);
+    let waiting = ask(
+        &live,
+        &db,
+        &model,
+        "Countries?",
+        "SELECT cntry FROM singer",
+        10,
+    );
+    assert!(live.finalize_expired(50).unwrap().is_empty());
+    let expired = live.finalize_expired(110).unwrap();
+    assert_eq!(expired.len(), 1);
+    assert_eq!(expired[0].episode, waiting.episode);
+    assert_eq!(expired[0].signal, Some(Signal::ExecutedUnconfirmed));
+    assert_eq!(
+        live.memory(expired[0].memory.unwrap()).unwrap().confidence,
+        0.5
+    );
+
+    // Nothing executes within K: a negative entry when the wait ends.
+    let model = Scripted::new(&["SELECT nom FROM singer", "SELECT nam FROM singer"]);
+    let failed = ask(&live, &db, &model, "Names?", "SELECT nme FROM singer", 200);
+    assert!(!failed.executed && failed.error.is_some(), "{failed:?}");
+    let expired = live.finalize_expired(400).unwrap();
+    assert_eq!(expired[0].signal, Some(Signal::ExecutionFailed));
+    assert_eq!(expired[0].polarity, Some(Polarity::Negative));
+    let stats = live.stats();
+    assert_eq!(stats.asked, 4);
+    assert_eq!(stats.pending, 0);
+}
+
+#[test]
+fn a_memory_behind_rejected_answers_is_retired_and_can_be_restored() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = database();
+    let config = LiveConfig {
+        retirement: RetirementPolicy { strikes: 2 },
+        ..LiveConfig::default()
+    };
+    let live = open(dir.path(), config.clone());
+    let model = Scripted::new(&["SELECT Name FROM singer"]);
+    let first = ask(
+        &live,
+        &db,
+        &model,
+        "Names of singers?",
+        "SELECT nme FROM singer",
+        0,
+    );
+    let seed = live
+        .feedback(first.episode, UserFeedback::Confirm, &db, 1)
+        .unwrap()
+        .memory
+        .unwrap();
+    let mut retired = Vec::new();
+    for round in 0..2u64 {
+        let model = Scripted::new(&["SELECT Name FROM singer"]);
+        let answer = ask(
+            &live,
+            &db,
+            &model,
+            "Names?",
+            "SELECT nme FROM singer",
+            10 + round,
+        );
+        assert_eq!(answer.memories_used[0].id, seed, "{answer:?}");
+        let done = live
+            .feedback(answer.episode, UserFeedback::Reject, &db, 20 + round)
+            .unwrap();
+        retired.extend(done.retired);
+    }
+    assert_eq!(retired, [seed]);
+    let info = live.memory(seed).unwrap();
+    assert!(info.retired && info.retired_because.is_some(), "{info:?}");
+    let model = Scripted::new(&["SELECT Name FROM singer"]);
+    let after = ask(&live, &db, &model, "Names?", "SELECT nme FROM singer", 30);
+    assert!(
+        after.memories_used.iter().all(|used| used.id != seed),
+        "a retired memory is never retrieved: {after:?}"
+    );
+    live.feedback(after.episode, UserFeedback::Confirm, &db, 31)
+        .unwrap();
+    let restored = live.restore(seed, 40).unwrap();
+    assert!(!restored.retired && restored.record.rejected == 0);
+
+    // The journal is the truth: reopening gives the same memories, retirements and counts.
+    let before = (live.memories(), live.stats());
+    drop(live);
+    let reopened = open(dir.path(), config);
+    assert_eq!((reopened.memories(), reopened.stats()), before);
+}
+
+#[test]
+fn acknowledged_feedback_survives_a_kill_before_its_finalization_was_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = database();
+    let live = open(dir.path(), LiveConfig::default());
+    let model = Scripted::new(&["SELECT Name FROM singer"]);
+    let answer = ask(&live, &db, &model, "Names?", "SELECT nme FROM singer", 0);
+    let done = live
+        .feedback(answer.episode, UserFeedback::Confirm, &db, 1)
+        .unwrap();
+    let memories = live.memories();
+    drop(live);
+    // Cut the journal's last line (the finalization) and leave half of it, as a kill during
+    // that write would.
+    let path = dir.path().join(merit_live::live::JOURNAL_FILE);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.last().unwrap().contains("\"finalized\""), "{text}");
+    let kept = lines[..lines.len() - 1].join("\n");
+    let torn = &lines[lines.len() - 1][..20];
+    std::fs::write(&path, format!("{kept}\n{torn}")).unwrap();
+
+    let embedder: Arc<dyn Embedder> = Arc::new(HashEmbedder::new(64));
+    let (reopened, report) = LiveMemory::open(
+        dir.path(),
+        "concert_singer",
+        embedder,
+        LiveConfig::default(),
+    )
+    .unwrap();
+    assert_eq!(report.torn_bytes, 20);
+    assert_eq!(report.finalized_on_open, 1);
+    assert_eq!(reopened.memories(), memories);
+    assert_eq!(
+        reopened.memory(done.memory.unwrap()).unwrap().signal,
+        Signal::UserConfirmed
+    );
+    // And the journal is whole again: a third open replays it without finalizing anything.
+    drop(reopened);
+    let embedder: Arc<dyn Embedder> = Arc::new(HashEmbedder::new(64));
+    let (_, report) = LiveMemory::open(
+        dir.path(),
+        "concert_singer",
+        embedder,
+        LiveConfig::default(),
+    )
+    .unwrap();
+    assert_eq!((report.torn_bytes, report.finalized_on_open), (0, 0));
+}
+
+#[test]
+fn a_journal_that_does_not_fit_together_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join(merit_live::live::JOURNAL_FILE),
+        "{\"event\":\"feedback\",\"episode\":4,\"time_ms\":1,\"feedback\":{\"kind\":\"confirm\"}}\n",
+    )
+    .unwrap();
+    let embedder: Arc<dyn Embedder> = Arc::new(HashEmbedder::new(64));
+    let error = LiveMemory::open(dir.path(), "db", embedder, LiveConfig::default())
+        .err()
+        .expect("an inconsistent journal is refused");
+    assert!(
+        error.to_string().contains("live.jsonl") && error.to_string().contains("episode 4"),
+        "{error}"
+    );
+}
+
+/// Model that always proposes the same fix (shared by threads).
+struct AlwaysFix;
+
+impl ChatModel for AlwaysFix {
+    fn id(&self) -> String {
+        "always-fix".into()
+    }
+
+    fn chat(&self, _request: &ChatRequest) -> Result<ChatReply, ModelError> {
+        Ok(ChatReply {
+            text: "```sql\nSELECT Name FROM singer\n```".into(),
+            prompt_tokens: 1,
+            completion_tokens: 1,
+            latency: Duration::ZERO,
+            cached: false,
+            tool_calls: Vec::new(),
+        })
+    }
+}
+
+/// Eight threads asking and giving feedback at once on one memory: every answer is journaled
+/// and finalized exactly once, entries get distinct ids, and the reopened memory is the same.
+#[test]
+fn concurrent_asks_and_feedback_serialize_into_one_consistent_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = database();
+    let config = LiveConfig {
+        retirement: RetirementPolicy { strikes: 0 },
+        ..LiveConfig::default()
+    };
+    let live = open(dir.path(), config.clone());
+    std::thread::scope(|scope| {
+        for thread in 0..8u64 {
+            let (live, db) = (&live, &db);
+            scope.spawn(move || {
+                for round in 0..5u64 {
+                    let answer = live
+                        .ask(
+                            &AskRequest {
+                                question: &format!("Singer names, thread {thread} round {round}?"),
+                                evidence: "",
+                                schema: SCHEMA,
+                                initial_sql: Some("SELECT nme FROM singer"),
+                            },
+                            &LiveDeps {
+                                model: &AlwaysFix,
+                                database: db,
+                                aids: None,
+                            },
+                            thread * 100 + round,
+                        )
+                        .unwrap();
+                    let feedback = if (thread + round) % 2 == 0 {
+                        UserFeedback::Confirm
+                    } else {
+                        UserFeedback::Reject
+                    };
+                    live.feedback(answer.episode, feedback, db, thread * 100 + round)
+                        .unwrap();
+                }
+            });
+        }
+    });
+    let stats = live.stats();
+    assert_eq!((stats.asked, stats.pending), (40, 0));
+    let memories = live.memories();
+    assert_eq!(memories.len(), 40, "every repaired episode makes one entry");
+    let ids: std::collections::BTreeSet<u64> = memories.iter().map(|m| m.id).collect();
+    assert_eq!(ids.len(), 40);
+    let positives = memories
+        .iter()
+        .filter(|m| m.polarity == Polarity::Positive)
+        .count();
+    assert_eq!(positives, 20);
+    drop(live);
+    let reopened = open(dir.path(), config);
+    assert_eq!(reopened.memories(), memories);
+    assert_eq!(reopened.stats(), stats);
+}
