@@ -1,0 +1,356 @@
+//! The HTTP API in process (no socket): authentication, tenancy, every error status, memory
+//! management, and memory surviving a restart, on real Spider databases with a scripted
+//! model.
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use merit_core::model::{ChatModel, ChatReply, ChatRequest, Embedder, ModelError};
+use merit_memory::HashEmbedder;
+use merit_serve::{hash_key, router, ServeConfig, Service};
+use serde_json::{json, Value};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use tower::ServiceExt;
+
+/// Always proposes the same repair.
+struct AlwaysFix;
+
+impl ChatModel for AlwaysFix {
+    fn id(&self) -> String {
+        "always-fix".into()
+    }
+
+    fn chat(&self, _request: &ChatRequest) -> Result<ChatReply, ModelError> {
+        Ok(ChatReply {
+            text: "```sql\nSELECT Name FROM singer\n```".into(),
+            prompt_tokens: 1,
+            completion_tokens: 1,
+            latency: Duration::ZERO,
+            cached: false,
+            tool_calls: Vec::new(),
+        })
+    }
+}
+
+const KEY_A: &str = "key-of-acme";
+const KEY_B: &str = "key-of-globex";
+const KEY_PETS: &str = "key-of-initech-pets-only";
+
+fn config(state: &Path) -> ServeConfig {
+    let spider = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/data/spider/database"
+    );
+    let text = format!(
+        r#"
+state_dir = "{state}"
+max_body_bytes = 2048
+[[databases]]
+name = "concert_singer"
+path = "{spider}/concert_singer/concert_singer.sqlite"
+[[databases]]
+name = "pets_1"
+path = "{spider}/pets_1/pets_1.sqlite"
+[[keys]]
+tenant = "acme"
+sha256 = "{a}"
+databases = ["concert_singer", "pets_1"]
+[[keys]]
+tenant = "globex"
+sha256 = "{b}"
+databases = ["concert_singer"]
+[[keys]]
+tenant = "initech"
+sha256 = "{p}"
+databases = ["pets_1"]
+"#,
+        state = state.display(),
+        a = hash_key(KEY_A),
+        b = hash_key(KEY_B),
+        p = hash_key(KEY_PETS),
+    );
+    let config = ServeConfig::parse(&text).unwrap();
+    config.check().unwrap();
+    config
+}
+
+fn service(state: &Path) -> Arc<Service> {
+    let embedder: Arc<dyn Embedder> = Arc::new(HashEmbedder::new(64));
+    Arc::new(Service::start(config(state), Arc::new(AlwaysFix), embedder).unwrap())
+}
+
+async fn call(
+    service: &Arc<Service>,
+    method: &str,
+    path: &str,
+    key: Option<&str>,
+    body: Option<String>,
+) -> (StatusCode, Value) {
+    let mut request = Request::builder().method(method).uri(path);
+    if let Some(key) = key {
+        request = request.header("authorization", format!("Bearer {key}"));
+    }
+    if body.is_some() {
+        request = request.header("content-type", "application/json");
+    }
+    let request = request
+        .body(body.map_or_else(Body::empty, Body::from))
+        .unwrap();
+    let response = router(Arc::clone(service)).oneshot(request).await.unwrap();
+    let status = response.status();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    (status, value)
+}
+
+async fn ask(service: &Arc<Service>, key: &str, database: &str) -> (StatusCode, Value) {
+    let body = json!({
+        "database": database,
+        "question": "What are the names of the singers?",
+        "sql": "SELECT nme FROM singer",
+    });
+    call(
+        service,
+        "POST",
+        "/v1/ask",
+        Some(key),
+        Some(body.to_string()),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn keys_and_tenants_are_enforced() {
+    let state = tempfile::tempdir().unwrap();
+    let service = service(state.path());
+    let (status, body) = call(&service, "GET", "/v1/health", None, None).await;
+    assert_eq!((status, body), (StatusCode::OK, json!({"status": "ok"})));
+    let (status, body) = call(&service, "GET", "/v1/databases", None, None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(body["error"].as_str().unwrap().contains("Authorization"));
+    let (status, _) = call(&service, "GET", "/v1/databases", Some("wrong"), None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (_, body) = call(&service, "GET", "/v1/databases", Some(KEY_A), None).await;
+    assert_eq!(body, json!(["concert_singer", "pets_1"]));
+
+    // Acme's repair, confirmed, becomes acme's memory only.
+    let (status, answer) = ask(&service, KEY_A, "concert_singer").await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["sql"], "SELECT Name FROM singer");
+    assert_eq!(answer["executed"], true);
+    assert!(answer["rows"].as_array().unwrap().len() >= 5);
+    let episode = answer["episode"].as_u64().unwrap();
+    let feedback = json!({"database": "concert_singer", "episode": episode,
+                          "feedback": {"kind": "confirm"}});
+    let (status, done) = call(
+        &service,
+        "POST",
+        "/v1/feedback",
+        Some(KEY_A),
+        Some(feedback.to_string()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{done}");
+    let id = done["memory"].as_u64().unwrap();
+    let path = "/v1/databases/concert_singer/memories";
+    let (_, mine) = call(&service, "GET", path, Some(KEY_A), None).await;
+    assert_eq!(mine.as_array().unwrap().len(), 1);
+    assert_eq!(mine[0]["signal"], "user_confirmed");
+
+    // Globex uses the same database and sees none of it, and cannot touch it.
+    let (_, theirs) = call(&service, "GET", path, Some(KEY_B), None).await;
+    assert_eq!(theirs, json!([]));
+    let one = format!("{path}/m{id}");
+    let (status, _) = call(&service, "GET", &one, Some(KEY_B), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = call(
+        &service,
+        "POST",
+        &format!("{one}/retire"),
+        Some(KEY_B),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = call(
+        &service,
+        "POST",
+        "/v1/feedback",
+        Some(KEY_B),
+        Some(feedback.to_string()),
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "acme's episode is not globex's"
+    );
+    // Globex's own failing ask retrieves nothing of acme's.
+    let (_, answer) = ask(&service, KEY_B, "concert_singer").await;
+    assert_eq!(answer["memories_used"], json!([]));
+    // Acme's next ask does retrieve it.
+    let (_, answer) = ask(&service, KEY_A, "concert_singer").await;
+    assert_eq!(answer["memories_used"][0]["id"], id);
+
+    // Initech may use pets_1 only: other databases, known or not, are refused alike.
+    for database in ["concert_singer", "no_such_db"] {
+        let (status, body) = ask(&service, KEY_PETS, database).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+        let (status, _) = call(
+            &service,
+            "GET",
+            &format!("/v1/databases/{database}/stats"),
+            Some(KEY_PETS),
+            None,
+        )
+        .await;
+        assert_eq!(status, StatusCode::FORBIDDEN);
+    }
+}
+
+#[tokio::test]
+async fn bad_requests_get_clear_4xx_answers() {
+    let state = tempfile::tempdir().unwrap();
+    let service = service(state.path());
+    let post = |body: String| {
+        let service = Arc::clone(&service);
+        async move { call(&service, "POST", "/v1/ask", Some(KEY_A), Some(body)).await }
+    };
+    let (status, body) = post("{not json".into()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(!body["error"].as_str().unwrap().is_empty());
+    let (status, body) =
+        post(json!({"database": "concert_singer", "question": "q", "colour": 1}).to_string()).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("colour"), "{body}");
+    let (status, body) =
+        post(json!({"database": "concert_singer", "question": " "}).to_string()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let big = json!({"database": "concert_singer", "question": "x".repeat(4096)}).to_string();
+    let (status, body) = post(big).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+
+    let (_, answer) = ask(&service, KEY_A, "concert_singer").await;
+    let episode = answer["episode"].as_u64().unwrap();
+    let feedback = |kind: Value| {
+        json!({"database": "concert_singer", "episode": episode, "feedback": kind}).to_string()
+    };
+    let (status, body) = call(
+        &service,
+        "POST",
+        "/v1/feedback",
+        Some(KEY_A),
+        Some(feedback(
+            json!({"kind": "correct", "sql": "SELECT nope FROM singer"}),
+        )),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("does not execute"));
+    let (status, done) = call(
+        &service,
+        "POST",
+        "/v1/feedback",
+        Some(KEY_A),
+        Some(feedback(json!({"kind": "reject"}))),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(done["polarity"], "negative");
+    let (status, _) = call(
+        &service,
+        "POST",
+        "/v1/feedback",
+        Some(KEY_A),
+        Some(feedback(json!({"kind": "confirm"}))),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let path = "/v1/databases/concert_singer/memories";
+    let (status, _) = call(&service, "GET", &format!("{path}/abc"), Some(KEY_A), None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, _) = call(&service, "GET", &format!("{path}/m99"), Some(KEY_A), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = call(&service, "GET", "/v2/anything", Some(KEY_A), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn memories_are_retired_restored_and_survive_a_restart() {
+    let state = tempfile::tempdir().unwrap();
+    let service = service(state.path());
+    let (_, answer) = ask(&service, KEY_A, "concert_singer").await;
+    let episode = answer["episode"].as_u64().unwrap();
+    let feedback = json!({"database": "concert_singer", "episode": episode,
+                          "feedback": {"kind": "confirm"}});
+    let (_, done) = call(
+        &service,
+        "POST",
+        "/v1/feedback",
+        Some(KEY_A),
+        Some(feedback.to_string()),
+    )
+    .await;
+    let id = done["memory"].as_u64().unwrap();
+    let one = format!("/v1/databases/concert_singer/memories/m{id}");
+    let (status, info) = call(
+        &service,
+        "POST",
+        &format!("{one}/retire"),
+        Some(KEY_A),
+        Some(json!({"reason": "wrong join"}).to_string()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{info}");
+    assert_eq!(
+        (info["retired"].clone(), info["retired_because"].clone()),
+        (json!(true), json!("wrong join"))
+    );
+    let (_, retired) = call(
+        &service,
+        "GET",
+        "/v1/databases/concert_singer/memories?retired=true",
+        Some(KEY_A),
+        None,
+    )
+    .await;
+    assert_eq!(retired.as_array().unwrap().len(), 1);
+    let (_, answer) = ask(&service, KEY_A, "concert_singer").await;
+    assert_eq!(
+        answer["memories_used"],
+        json!([]),
+        "a retired memory is not retrieved"
+    );
+    let (_, stats) = call(
+        &service,
+        "GET",
+        "/v1/databases/concert_singer/stats",
+        Some(KEY_A),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (stats["asked"].clone(), stats["retired"].clone()),
+        (json!(2), json!(1))
+    );
+
+    // A restart (same state folder) finds the same memory, still retired, then restores it.
+    drop(service);
+    let service = self::service(state.path());
+    let (_, again) = call(&service, "GET", &one, Some(KEY_A), None).await;
+    assert_eq!(again, info);
+    let (status, restored) = call(
+        &service,
+        "POST",
+        &format!("{one}/restore"),
+        Some(KEY_A),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(restored["retired"], false);
+    let (_, answer) = ask(&service, KEY_A, "concert_singer").await;
+    assert_eq!(answer["memories_used"][0]["id"], id);
+}
