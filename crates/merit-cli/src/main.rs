@@ -13,6 +13,7 @@ mod models;
 mod models_cmd;
 mod report_cmd;
 mod run_cmd;
+mod serve_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -54,6 +55,8 @@ enum Command {
         #[command(subcommand)]
         what: interact::InteractCommand,
     },
+    /// Serve live-mode repair memory over HTTP (API keys, tenants, feedback; see the README).
+    Serve(Box<serve_cmd::ServeArgs>),
     /// List known models and fetch their weights into the local cache.
     Models {
         #[command(subcommand)]
@@ -81,6 +84,7 @@ fn main() -> ExitCode {
         Command::Report(args) => report_cmd::run(args),
         Command::Run(args) => run_cmd::run(*args).map(|_| ()),
         Command::Demo(args) => run_cmd::demo(args),
+        Command::Serve(args) => serve_cmd::run(*args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

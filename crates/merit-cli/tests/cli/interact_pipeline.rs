@@ -5,8 +5,7 @@
 
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -99,82 +98,6 @@ fn chat(body: &Value) -> Value {
            "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25}})
 }
 
-fn embeddings(body: &Value) -> Value {
-    let data: Vec<Value> = body["input"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .enumerate()
-        .map(|(index, text)| {
-            let lower = text.as_str().unwrap_or("").to_lowercase();
-            let mut v: Vec<f32> = WORDS
-                .iter()
-                .map(|w| lower.matches(w).count() as f32)
-                .collect();
-            v.push(1.0);
-            json!({"object": "embedding", "index": index, "embedding": v})
-        })
-        .collect();
-    json!({"object": "list", "data": data, "model": "e", "usage": {"prompt_tokens": 1, "total_tokens": 1}})
-}
-
-fn handle(stream: TcpStream) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut request_line = String::new();
-    if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
-        return;
-    }
-    let path = request_line
-        .split_whitespace()
-        .nth(1)
-        .unwrap_or("")
-        .to_string();
-    let mut length = 0usize;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        if let Some((key, value)) = line.split_once(':') {
-            if key.eq_ignore_ascii_case("content-length") {
-                length = value.trim().parse().unwrap_or(0);
-            }
-        }
-    }
-    let mut body = vec![0u8; length];
-    if reader.read_exact(&mut body).is_err() {
-        return;
-    }
-    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let reply = if path.ends_with("/embeddings") {
-        embeddings(&body)
-    } else {
-        chat(&body)
-    }
-    .to_string();
-    let response = format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",
-        reply.len()
-    );
-    let mut stream = stream;
-    let _ = stream.write_all(response.as_bytes());
-}
-
-fn serve() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            std::thread::spawn(move || handle(stream));
-        }
-    });
-    base
-}
-
 fn mini_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/interact/mini-interact")
 }
@@ -220,7 +143,7 @@ fn lines(path: &Path) -> Vec<Value> {
 
 #[test]
 fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
-    let server = serve();
+    let server = crate::stand_in::serve(chat, &WORDS);
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");
     let requests = [
@@ -1030,7 +953,7 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
 
 #[test]
 fn generated_task_sets_are_usable_as_they_grow_and_have_statistics() {
-    let server = serve();
+    let server = crate::stand_in::serve(chat, &WORDS);
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");
     let spider = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/spider");
@@ -1285,7 +1208,7 @@ fn run_own_task(tasks: &Path, root: &Path, out: &Path, extra: &[&str], server: &
 /// `merit interact run` then serves a task on it (the stand-in agent submits the right query).
 #[test]
 fn a_users_own_sqlite_database_is_prepared_and_run() {
-    let server = serve();
+    let server = crate::stand_in::serve(chat, &WORDS);
     let (dir, root, tasks) = own_database_with_a_task();
     let cache = dir.path().join("cache");
     let root_arg = root.to_str().unwrap();
@@ -1380,7 +1303,7 @@ fn a_users_own_database_runs_on_postgresql() {
         eprintln!("\n=== SKIPPED: `merit interact run --pg-url` (MERIT_TEST_POSTGRES_URL unset)\n");
         return;
     };
-    let server = serve();
+    let server = crate::stand_in::serve(chat, &WORDS);
     let (dir, root, tasks) = own_database_with_a_task();
     let cache = dir.path().join("cache");
     let on_pg = dir.path().join("run-pg");

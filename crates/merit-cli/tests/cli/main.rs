@@ -9,3 +9,5 @@ mod cli_report;
 mod interact_pipeline;
 mod interact_report;
 mod run_real_model;
+mod serve_process;
+mod stand_in;

@@ -1,0 +1,79 @@
+//! `merit serve`: the live-mode HTTP service (`merit_serve`), wired to the models.
+
+use crate::models::{chat_with_parallel, embedder, store, ChatArgs, EmbedArgs};
+use anyhow::{Context, Result};
+use clap::Args;
+use merit_serve::{hash_key, ServeConfig, Service};
+use std::io::Read;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Arguments of `merit serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The configuration file (TOML: databases, hashed API keys, limits; see the README).
+    #[arg(long, required_unless_present = "hash_key")]
+    config: Option<PathBuf>,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: String,
+    /// Seconds between sweeps that finalize answers which waited past `finalize_after_secs`.
+    #[arg(long, default_value_t = 60)]
+    sweep_secs: u64,
+    /// Read an API key from standard input, print the SHA-256 the configuration stores for
+    /// it, and exit.
+    #[arg(long)]
+    hash_key: bool,
+    /// Concurrent conversations the embedded model decodes together.
+    #[arg(long, default_value_t = 4)]
+    parallel: usize,
+    #[command(flatten)]
+    chat: ChatArgs,
+    #[command(flatten)]
+    embed: EmbedArgs,
+}
+
+/// Runs `merit serve`.
+pub fn run(args: ServeArgs) -> Result<()> {
+    if args.hash_key {
+        let mut key = String::new();
+        std::io::stdin()
+            .read_to_string(&mut key)
+            .context("cannot read the key from standard input")?;
+        anyhow::ensure!(!key.trim().is_empty(), "standard input holds no key");
+        println!("{}", hash_key(&key));
+        return Ok(());
+    }
+    let path = args
+        .config
+        .as_ref()
+        .context("give --config FILE (or --hash-key)")?;
+    let config = ServeConfig::load(path)?;
+    let store = store(&args.embed)?;
+    let model = chat_with_parallel(&args.chat, &store, args.parallel.max(1))?;
+    let embedder = embedder(&args.embed, &store)?;
+    let service = Arc::new(Service::start(config, model, embedder)?);
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(&args.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.listen))?;
+        // The address actually bound (port 0 picks a free one): tests and scripts read it.
+        eprintln!(
+            "merit serve: listening on http://{}",
+            listener.local_addr()?
+        );
+        let shutdown = async {
+            let _ = tokio::signal::ctrl_c().await;
+        };
+        merit_serve::serve(
+            service,
+            listener,
+            Duration::from_secs(args.sweep_secs.max(1)),
+            shutdown,
+        )
+        .await
+        .context("the server stopped")
+    })
+}

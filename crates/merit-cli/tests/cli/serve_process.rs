@@ -1,0 +1,232 @@
+//! `merit serve` as a process: the key helper, the README's request flow over a real socket,
+//! and acknowledged feedback surviving `kill -9` under load (20 trials).
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const KEY: &str = "serve-test-key";
+const WORDS: [&str; 4] = ["singer", "name", "country", "age"];
+
+/// Every repair the model writes.
+fn chat(_body: &Value) -> Value {
+    json!({"id": "x", "object": "chat.completion",
+           "choices": [{"index": 0, "finish_reason": "stop", "message":
+               {"role": "assistant", "content": "```sql\nSELECT Name FROM singer\n```"}}],
+           "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25}})
+}
+
+fn merit() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_merit"))
+}
+
+/// One HTTP/1.1 request with `Connection: close`; `None` when the server is gone.
+fn http(address: &str, method: &str, path: &str, body: Option<&Value>) -> Option<(u16, Value)> {
+    let mut stream = TcpStream::connect(address).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .ok()?;
+    let body = body.map(Value::to_string).unwrap_or_default();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {KEY}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let (head, payload) = response.split_once("\r\n\r\n")?;
+    let status = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((status, serde_json::from_str(payload).unwrap_or(Value::Null)))
+}
+
+fn write_config(dir: &Path) -> std::path::PathBuf {
+    let database = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data/spider/database/concert_singer/concert_singer.sqlite");
+    let hash = merit_serve::hash_key(KEY);
+    let text = format!(
+        "state_dir = \"state\"\n[[databases]]\nname = \"concert_singer\"\npath = \"{}\"\n\
+         [[keys]]\ntenant = \"acme\"\nsha256 = \"{hash}\"\ndatabases = [\"concert_singer\"]\n",
+        database.display()
+    );
+    let path = dir.join("serve.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Starts `merit serve` on a free port against the stand-in models; returns the process and
+/// the address it printed.
+fn start(config: &Path, models: &str, cache: &Path) -> (Child, String) {
+    let mut child = merit()
+        .args(["serve", "--config"])
+        .arg(config)
+        .args(["--listen", "127.0.0.1:0", "--sweep-secs", "3600"])
+        .args(["--llm-url", models, "--llm-model", "stand-in"])
+        .args(["--embed-url", models, "--embed-model", "e", "--cache"])
+        .arg(cache)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("merit serve starts");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let address = loop {
+        let line = lines
+            .next()
+            .expect("merit serve printed its address before exiting")
+            .unwrap();
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            break rest.trim().to_string();
+        }
+    };
+    // Keep draining stderr so the server never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    (child, address)
+}
+
+fn ask_and_answer(address: &str, turn: u64) -> Option<(u64, Value)> {
+    let (status, answer) = http(
+        address,
+        "POST",
+        "/v1/ask",
+        Some(
+            &json!({"database": "concert_singer", "question": format!("Singer names, turn {turn}?"),
+                     "sql": "SELECT nme FROM singer"}),
+        ),
+    )?;
+    assert_eq!(status, 200, "{answer}");
+    let episode = answer["episode"].as_u64()?;
+    let kind = if turn.is_multiple_of(3) {
+        "reject"
+    } else {
+        "confirm"
+    };
+    let (status, done) = http(
+        address,
+        "POST",
+        "/v1/feedback",
+        Some(&json!({"database": "concert_singer", "episode": episode,
+                     "feedback": {"kind": kind}})),
+    )?;
+    assert_eq!(status, 200, "{done}");
+    Some((episode, done))
+}
+
+#[test]
+fn the_key_helper_prints_the_hash_the_configuration_stores() {
+    let mut child = merit()
+        .args(["serve", "--hash-key"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"my-key\n").unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success());
+    assert_eq!(
+        String::from_utf8(output.stdout).unwrap().trim(),
+        merit_serve::hash_key("my-key")
+    );
+}
+
+/// Twenty times: four clients ask and give feedback as fast as they can, and the server is
+/// killed with SIGKILL at a different moment each time. Every feedback the server acknowledged
+/// must be in the memory after the restart, once, with the entry it reported.
+#[test]
+fn acknowledged_feedback_survives_kill_9_under_load() {
+    let models = crate::stand_in::serve(chat, &WORDS);
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path());
+    let cache = dir.path().join("replies");
+    let acknowledged: Arc<Mutex<Vec<(u64, Value)>>> = Arc::new(Mutex::new(Vec::new()));
+    for trial in 0..20u64 {
+        let (mut child, address) = start(&config, &models, &cache);
+        let stop = Arc::new(AtomicBool::new(false));
+        let clients: Vec<_> = (0..4u64)
+            .map(|client| {
+                let (address, stop, acknowledged) = (
+                    address.clone(),
+                    Arc::clone(&stop),
+                    Arc::clone(&acknowledged),
+                );
+                std::thread::spawn(move || {
+                    let mut turn = trial * 10_000 + client * 1_000;
+                    while !stop.load(Ordering::SeqCst) {
+                        match ask_and_answer(&address, turn) {
+                            Some(done) => acknowledged.lock().unwrap().push(done),
+                            None => break,
+                        }
+                        turn += 1;
+                    }
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(150 + (trial * 53) % 250));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        stop.store(true, Ordering::SeqCst);
+        for client in clients {
+            client.join().unwrap();
+        }
+    }
+    let acknowledged = acknowledged.lock().unwrap().clone();
+    assert!(
+        acknowledged.len() >= 40,
+        "only {} acknowledged",
+        acknowledged.len()
+    );
+    eprintln!(
+        "{} feedbacks acknowledged across 20 kills under load",
+        acknowledged.len()
+    );
+
+    let (mut child, address) = start(&config, &models, &cache);
+    let (status, listed) = http(
+        &address,
+        "GET",
+        "/v1/databases/concert_singer/memories",
+        None,
+    )
+    .unwrap();
+    assert_eq!(status, 200);
+    let listed = listed.as_array().unwrap().clone();
+    let mut episodes: Vec<u64> = listed
+        .iter()
+        .map(|m| m["episode"].as_u64().unwrap())
+        .collect();
+    let mut ids: Vec<u64> = listed.iter().map(|m| m["id"].as_u64().unwrap()).collect();
+    episodes.sort_unstable();
+    episodes.dedup();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(episodes.len(), listed.len(), "an episode made two entries");
+    assert_eq!(ids.len(), listed.len(), "two entries share an id");
+    for (episode, done) in &acknowledged {
+        let id = done["memory"]
+            .as_u64()
+            .expect("every repaired episode makes an entry");
+        let entry = listed
+            .iter()
+            .find(|m| m["id"].as_u64() == Some(id))
+            .unwrap_or_else(|| panic!("acknowledged entry m{id} of episode {episode} is lost"));
+        assert_eq!(entry["episode"].as_u64(), Some(*episode));
+        assert_eq!(entry["signal"], done["signal"]);
+    }
+    // And an acknowledged episode is final: its feedback cannot be given again.
+    let (episode, _) = &acknowledged[acknowledged.len() / 2];
+    let (status, _) = http(
+        &address,
+        "POST",
+        "/v1/feedback",
+        Some(&json!({"database": "concert_singer", "episode": episode,
+                     "feedback": {"kind": "confirm"}})),
+    )
+    .unwrap();
+    assert_eq!(status, 409);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
