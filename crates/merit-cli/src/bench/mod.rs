@@ -6,6 +6,7 @@ mod llama_tool;
 mod memory;
 mod models;
 mod repair;
+mod serve;
 mod streams;
 
 use anyhow::{bail, Context, Result};
@@ -28,6 +29,9 @@ pub enum BenchCommand {
     Models(Box<crate::bench::models::ModelsBenchArgs>),
     /// Harness overhead per repair step: a finished run replayed from the reply cache.
     Repair(Box<crate::bench::repair::RepairBenchArgs>),
+    /// `merit serve` under concurrent load: latency percentiles and throughput over HTTP
+    /// against the library called directly, and no memory lost or duplicated.
+    Serve(crate::bench::serve::ServeBenchArgs),
 }
 
 /// Arguments of `merit bench eval`.
@@ -53,6 +57,7 @@ pub fn run(command: BenchCommand) -> Result<()> {
         BenchCommand::Memory(args) => crate::bench::memory::run(args),
         BenchCommand::Models(args) => crate::bench::models::run(*args),
         BenchCommand::Repair(args) => crate::bench::repair::run(*args),
+        BenchCommand::Serve(args) => crate::bench::serve::run(args),
     }
 }
 
