@@ -229,7 +229,8 @@ fn embedded_load(args: &RunArgs) -> ChatLoad {
     }
 }
 
-fn build_models(args: &RunArgs, store: Arc<ReplyStore>) -> Result<ExperimentModels> {
+/// The models `args` name, behind the reply cache `store`.
+pub(crate) fn build_models(args: &RunArgs, store: Arc<ReplyStore>) -> Result<ExperimentModels> {
     let chat: Arc<dyn ChatModel> = match (&args.llm_url, &args.llm_model) {
         (Some(url), Some(model)) => Arc::new(OpenAiChat::new(OpenAiConfig::new(url, model))?),
         _ => Arc::new(load_chat_model_with(

@@ -8,6 +8,7 @@ mod eval;
 mod experiment;
 mod files;
 mod interact;
+mod live_cmd;
 mod memory_cmd;
 mod models;
 mod models_cmd;
@@ -48,6 +49,9 @@ enum Command {
     Demo(run_cmd::DemoArgs),
     /// Run MERIT repair experiments (methods × seeds) into a resumable run directory.
     Run(Box<experiment::RunArgs>),
+    /// Live mode on a benchmark stream: the oracle hidden from the agent, a simulated user
+    /// giving (sometimes wrong) feedback; accuracy per arm against no memory.
+    LiveExperiment(Box<live_cmd::LiveExperimentArgs>),
     /// Print the paper's tables and write figures for one or more run directories.
     Report(report_cmd::ReportArgs),
     /// MERIT interact: the interactive agent on BIRD-Interact-format tasks.
@@ -85,6 +89,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run_cmd::run(*args).map(|_| ()),
         Command::Demo(args) => run_cmd::demo(args),
         Command::Serve(args) => serve_cmd::run(*args),
+        Command::LiveExperiment(args) => live_cmd::run(*args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

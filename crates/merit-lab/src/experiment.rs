@@ -62,6 +62,9 @@ pub enum ExperimentError {
     /// The streams stopped.
     #[error(transparent)]
     Run(#[from] RunError),
+    /// A live-mode arm stopped (the arm can be resumed).
+    #[error("live mode: {0}")]
+    Live(String),
 }
 
 /// Which split of a benchmark an experiment draws its questions from.

@@ -4,6 +4,7 @@
 //! - [`experiment`]: a repair experiment from a benchmark folder to a finished run directory
 //!   (question choice, method catalogue, manifest, shared initial predictions);
 //! - [`run`]: the streams of a run directory, resumable after `kill -9`;
+//! - [`live`]: the live-mode experiment (no oracle for the agent, a simulated user);
 //! - [`stream`]: the seeded query orders every method shares;
 //! - [`metrics`]: accuracy, repairs, steps, oscillation and cost from episode records;
 //! - [`stats`]: mean and sample standard deviation over seeds, and the paired query-cluster
@@ -14,6 +15,7 @@
 pub mod experiment;
 pub mod interact;
 pub mod jsonl;
+pub mod live;
 pub mod metrics;
 pub mod plots;
 pub mod report;

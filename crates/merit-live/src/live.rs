@@ -101,6 +101,9 @@ impl RepairMemory for Retriever<'_> {
         &self,
         request: &RetrievalRequest<'_>,
     ) -> Result<Vec<Precedent>, RepairMemoryError> {
+        if !self.live.config.use_memory {
+            return Ok(Vec::new());
+        }
         let state = self.live.lock();
         let view = state
             .memory
@@ -374,7 +377,7 @@ impl LiveMemory {
         };
         let question = QuestionView {
             id: question_id(episode),
-            db_id: self.db_id.clone(),
+            db_id: request.database.unwrap_or(&self.db_id).to_string(),
             question: request.question.to_string(),
             evidence: request.evidence.to_string(),
         };
@@ -402,6 +405,11 @@ impl LiveMemory {
         let asked = Asked {
             episode,
             time_ms: now_ms,
+            database: request
+                .database
+                .filter(|db| *db != self.db_id)
+                .unwrap_or_default()
+                .to_string(),
             question: request.question.to_string(),
             evidence: request.evidence.to_string(),
             schema: request.schema.to_string(),
@@ -603,9 +611,14 @@ impl LiveMemory {
             .ok_or(LiveError::UnknownEpisode(episode))?;
         let position = state.next_position;
         let (attempts, signal) = conclude(&pending);
+        let database = if pending.asked.database.is_empty() {
+            self.db_id.clone()
+        } else {
+            pending.asked.database.clone()
+        };
         let question = QuestionView {
             id: question_id(episode),
-            db_id: self.db_id.clone(),
+            db_id: database,
             question: pending.asked.question.clone(),
             evidence: pending.asked.evidence.clone(),
         };

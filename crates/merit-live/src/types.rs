@@ -30,6 +30,9 @@ pub struct LiveConfig {
     pub retrieval: RetrievalConfig,
     /// Limits of every execution (the row cap bounds what an answer carries).
     pub limits: ExecLimits,
+    /// `false` retrieves nothing (the no-memory arm of an experiment; entries are still
+    /// written, so the journal is the same kind of record).
+    pub use_memory: bool,
 }
 
 impl Default for LiveConfig {
@@ -45,6 +48,7 @@ impl Default for LiveConfig {
                 timeout: std::time::Duration::from_secs(30),
                 max_rows: Some(1_000),
             },
+            use_memory: true,
         }
     }
 }
@@ -129,6 +133,9 @@ pub struct Asked {
     pub episode: u64,
     /// When the answer was given (ms since the Unix epoch).
     pub time_ms: u64,
+    /// The database asked about (empty: the memory's own).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub database: String,
     /// The request.
     pub question: String,
     /// Extra knowledge given with it.
@@ -312,6 +319,9 @@ pub struct OpenReport {
 
 /// The question, SQL and model for an ask.
 pub struct AskRequest<'a> {
+    /// The database asked about, when one memory serves several (an experiment over a
+    /// benchmark); `None`: the memory's own.
+    pub database: Option<&'a str>,
     /// The request in words.
     pub question: &'a str,
     /// Extra knowledge (BIRD-style evidence); empty when none.

@@ -77,6 +77,7 @@ fn ask(
 ) -> merit_live::Answer {
     live.ask(
         &AskRequest {
+            database: None,
             question,
             evidence: "",
             schema: SCHEMA,
@@ -429,6 +430,7 @@ fn concurrent_asks_and_feedback_serialize_into_one_consistent_journal() {
                     let answer = live
                         .ask(
                             &AskRequest {
+                                database: None,
                                 question: &format!("Singer names, thread {thread} round {round}?"),
                                 evidence: "",
                                 schema: SCHEMA,

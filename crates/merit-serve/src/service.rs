@@ -246,6 +246,7 @@ impl Service {
         }
         let (memory, served) = self.scoped(caller, database)?;
         let request = AskRequest {
+            database: None,
             question,
             evidence,
             schema: &served.schema,

@@ -230,3 +230,76 @@ fn acknowledged_feedback_survives_kill_9_under_load() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// Initial SQL that does not execute; every repair executes.
+fn initial_fails(body: &Value) -> Value {
+    let text = body["messages"].to_string();
+    let sql = if text.contains("Write one SQL query that answers") {
+        "SELECT nme FROM singer"
+    } else {
+        "SELECT count(*) FROM singer"
+    };
+    json!({"id": "x", "object": "chat.completion",
+           "choices": [{"index": 0, "finish_reason": "stop", "message":
+               {"role": "assistant", "content": format!("```sql\n{sql}\n```")}}],
+           "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25}})
+}
+
+/// `merit live-experiment` end to end on the shipped Spider sample against stand-in models:
+/// every arm answers the same questions, the report compares each with `none`, and running
+/// the same command again changes nothing.
+#[test]
+fn the_live_experiment_runs_its_arms_and_reports_them() {
+    let models = crate::stand_in::serve(initial_fails, &WORDS);
+    let dir = tempfile::tempdir().unwrap();
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../demo/spider-sample");
+    let out = dir.path().join("live");
+    let command = || {
+        let output = merit()
+            .args(["live-experiment", "--arms", "none", "oracle", "p=0.5,e=0.2"])
+            .arg("--data")
+            .arg(&sample)
+            .arg("--db-dir")
+            .arg(sample.join("database"))
+            .args([
+                "--limit",
+                "6",
+                "--k",
+                "2",
+                "--layout",
+                "fresh",
+                "--repeat-guard",
+            ])
+            .args(["--llm-url", &models, "--llm-model", "stand-in"])
+            .args(["--embed-url", &models, "--embed-model", "e", "--cache"])
+            .arg(dir.path().join("replies"))
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let report = command();
+    for arm in [
+        "| none | 6 |",
+        "| oracle-feedback | 6 |",
+        "| p0.5-e0.2 | 6 |",
+    ] {
+        assert!(report.contains(arm), "{report}");
+    }
+    assert!(report.contains("| oracle-feedback | +"), "{report}");
+    assert!(out.join("accuracy-over-stream.svg").is_file());
+    let answers = std::fs::read_to_string(out.join("arms/none/answers.jsonl")).unwrap();
+    assert_eq!(answers.lines().count(), 6);
+    assert!(answers.contains("\"attempts\":2"), "{answers}");
+    assert_eq!(
+        command(),
+        report,
+        "a finished experiment reports the same again"
+    );
+}
