@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The live-mode experiment of issue 20 on Spider dev: the same 300 questions, models and repair
+# configuration as the repair results (scripts/repair-dev-run.sh, "chosen"), the oracle hidden
+# from the agent, a seeded simulated user. Arms: no memory; memory with perfect feedback on
+# every answer; feedback on half of the answers, right or wrong 20% / 40% of the time; and
+# memory with nobody speaking (every answer finalized by the wait).
+#
+#   setsid nohup scripts/live-dev-run.sh >> runs/live-dev.log 2>&1 &
+#
+# Resumable: run it again and each arm continues where its answers.jsonl stops (an answer in
+# the journal but not in answers.jsonl is taken from the journal, never asked twice). The
+# no-memory arm costs no model call once the repair run is done: its prompts are the repair
+# run's Iterative prompts, served by the reply cache. Results: docs/results/live/dev/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+MERIT=${MERIT:-target/release/merit}
+SPIDER=${SPIDER:-../shared/data/spider}
+OUT=${OUT:-runs/live-dev}
+RESULTS=${RESULTS:-docs/results/live/dev}
+ARMS=${ARMS:-none oracle p=0.5,e=0 p=0.5,e=0.2 p=0.5,e=0.4 silent}
+
+read -r -a arms <<< "$ARMS"
+echo "== $(date -u +%H:%M:%S) live-experiment ${arms[*]}"
+"$MERIT" live-experiment --arms "${arms[@]}" --finalize-after 5 \
+  --dataset spider --split dev --data "$SPIDER" --db-dir "$SPIDER/database" --limit 300 \
+  --k 7 --seeds 0 --repair-model qwen2.5-coder-1.5b-instruct \
+  --layout fresh --repeat-guard --hints schema,values --grammar --out "$OUT"
+mkdir -p "$RESULTS"
+cp "$OUT/report.md" "$OUT/accuracy-over-stream.svg" "$RESULTS/"
+for arm in "$OUT"/arms/*/; do
+  name=$(basename "$arm")
+  mkdir -p "$RESULTS/arms/$name"
+  gzip -9n < "$arm/answers.jsonl" > "$RESULTS/arms/$name/answers.jsonl.gz"
+  gzip -9n < "$arm/live.jsonl" > "$RESULTS/arms/$name/live.jsonl.gz"
+done
+echo "== $(date -u +%H:%M:%S) done: $RESULTS"
