@@ -3,7 +3,7 @@
 //! here (models, reply cache, run-directory lock, progress bars, the report files). What an
 //! experiment *is* lives in `merit-lab`.
 
-use crate::models::{load_chat_model_with, load_embedder, merit_home, ChatLoad, RUN_CONTEXT_SIZE};
+use crate::models::{load_chat_model_with, load_embedder, ChatLoad, RUN_CONTEXT_SIZE};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
 use merit_core::episode::EpisodeRecord;
@@ -318,14 +318,7 @@ pub fn run_experiment(args: RunArgs, models: Option<ExperimentModels>) -> Result
     // One process per run directory: a second `merit run` (or resume) of the same folder
     // would append to the same logs. Held until this function returns.
     let _lock = crate::files::lock_run_dir(&dir)?;
-    let store = Arc::new(
-        ReplyStore::open(
-            args.cache
-                .clone()
-                .unwrap_or_else(|| merit_home().join("replies")),
-        )
-        .context("cannot open the reply cache")?,
-    );
+    let store = crate::models::open_store(args.cache.as_ref())?;
     let models = match models {
         Some(models) => models,
         None => build_models(&args, store)?,

@@ -24,29 +24,16 @@ pub fn lock_run_dir(dir: &Path) -> Result<merit_core::fs::FolderLock> {
         })
 }
 
-/// Runs `work` on every item at once, one scoped thread each, and returns the results in the
-/// items' order whatever the order they finished in (a thread that panicked becomes an error
-/// naming `what`).
+/// [`merit_core::parallel::all_at_once`] with a thread that panicked as an error naming `what`.
 pub fn all_at_once<T: Sync, R: Send>(
     items: &[T],
     what: &str,
     work: impl Fn(&T) -> Result<R> + Sync,
 ) -> Vec<Result<R>> {
-    std::thread::scope(|scope| {
-        let work = &work;
-        let handles: Vec<_> = items
-            .iter()
-            .map(|item| scope.spawn(move || work(item)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|handle| {
-                handle
-                    .join()
-                    .unwrap_or_else(|_| Err(anyhow::anyhow!("{what} failed unexpectedly")))
-            })
-            .collect()
-    })
+    merit_core::parallel::all_at_once(items, work)
+        .into_iter()
+        .map(|result| result.unwrap_or_else(|| Err(anyhow::anyhow!("{what} failed unexpectedly"))))
+        .collect()
 }
 
 /// A progress bar on stderr, drawn only when stderr is a terminal.

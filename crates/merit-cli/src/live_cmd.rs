@@ -2,7 +2,6 @@
 //! agent and a simulated user (`merit_lab::live`), wired to `merit run`'s options.
 
 use crate::experiment::{build_models, load_questions, RunArgs};
-use crate::models::merit_home;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use merit_data::DatabaseDir;
@@ -11,7 +10,6 @@ use merit_lab::live::{
     accuracy_over_stream, render_report, LiveAnswerRecord, LiveArm, LiveExperiment,
 };
 use merit_live::LiveConfig;
-use merit_models::cache::ReplyStore;
 use merit_repair::hints::DatabaseHints;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -60,14 +58,7 @@ pub fn run(args: LiveExperimentArgs) -> Result<()> {
     );
     std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
     let _lock = crate::files::lock_run_dir(&out)?;
-    let store = Arc::new(
-        ReplyStore::open(
-            run.cache
-                .clone()
-                .unwrap_or_else(|| merit_home().join("replies")),
-        )
-        .context("cannot open the reply cache")?,
-    );
+    let store = crate::models::open_store(run.cache.as_ref())?;
     let models = build_models(run, store)?;
     let initial = initial_predictions(
         &out.join("initial.jsonl"),

@@ -12,6 +12,7 @@ pub mod failure;
 pub mod fs;
 pub mod hash;
 pub mod model;
+pub mod parallel;
 pub mod template;
 
 use serde::{Deserialize, Serialize};

@@ -526,27 +526,17 @@ pub fn initial_predictions(
         })
     };
     for group in missing.chunks(parallel.max(1)) {
-        let answers: Vec<Result<InitialPrediction, ExperimentError>> =
-            std::thread::scope(|scope| {
-                let predict = &predict;
-                let handles: Vec<_> = group
-                    .iter()
-                    .map(|question| scope.spawn(move || predict(question)))
-                    .collect();
-                handles
-                    .into_iter()
-                    .zip(group)
-                    .map(|(handle, (question, _))| {
-                        handle.join().unwrap_or_else(|_| {
-                            Err(ExperimentError::InitialPrediction {
-                                question_id: question.id.clone(),
-                                source: ModelError::Unavailable(
-                                    "the model call panicked".to_string(),
-                                ),
-                            })
-                        })
+        let answers = merit_core::parallel::all_at_once(group, |question| predict(question));
+        let answers = answers
+            .into_iter()
+            .zip(group)
+            .map(|(answer, (question, _))| {
+                answer.unwrap_or_else(|| {
+                    Err(ExperimentError::InitialPrediction {
+                        question_id: question.id.clone(),
+                        source: ModelError::Unavailable("the model call panicked".to_string()),
                     })
-                    .collect()
+                })
             });
         for answer in answers {
             let record = answer?;

@@ -57,7 +57,7 @@ impl EpisodeSource {
 /// One SQL attempt, the oracle's verdict on it, and the classifier's label for it.
 ///
 /// The label is computed once, when the attempt is made ([`Attempt::new`] runs
-/// [`crate::classify`]; a caller that already classified the attempt, as the repair loop
+/// [`crate::classify()`]; a caller that already classified the attempt, as the repair loop
 /// does before its retrieval, hands its label over with [`Attempt::classified`]), and it is
 /// this label that retrieval and the memory entry use: nothing classifies the attempt again.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
