@@ -3,7 +3,7 @@
 use crate::models::{chat_with_parallel, embedder, store, ChatArgs, EmbedArgs};
 use anyhow::{Context, Result};
 use clap::Args;
-use merit_serve::{hash_key, ServeConfig, Service};
+use merit_serve::{hash_key, ServeConfig, Service, ServiceModels};
 use std::io::Read;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -28,6 +28,14 @@ pub struct ServeArgs {
     /// Concurrent conversations the embedded model decodes together.
     #[arg(long, default_value_t = 4)]
     parallel: usize,
+    /// A separate model for the repairs (embedded, or a model name on the same server); the
+    /// main model still writes the initial SQL. The repair results use
+    /// qwen2.5-coder-1.5b-instruct here.
+    #[arg(long)]
+    repair_model: Option<String>,
+    /// Path of the repair model's GGUF file (skips pulling).
+    #[arg(long, requires = "repair_model")]
+    repair_model_path: Option<PathBuf>,
     #[command(flatten)]
     chat: ChatArgs,
     #[command(flatten)]
@@ -51,9 +59,25 @@ pub fn run(args: ServeArgs) -> Result<()> {
         .context("give --config FILE (or --hash-key)")?;
     let config = ServeConfig::load(path)?;
     let store = store(&args.embed)?;
-    let model = chat_with_parallel(&args.chat, &store, args.parallel.max(1))?;
-    let embedder = embedder(&args.embed, &store)?;
-    let service = Arc::new(Service::start(config, model, embedder)?);
+    let parallel = args.parallel.max(1);
+    let model = chat_with_parallel(&args.chat, &store, parallel)?;
+    let models = match &args.repair_model {
+        Some(name) => ServiceModels {
+            repair: chat_with_parallel(
+                &args.chat.for_model(name, args.repair_model_path.clone()),
+                &store,
+                parallel,
+            )?,
+            initial: Some(model),
+            embedder: embedder(&args.embed, &store)?,
+        },
+        None => ServiceModels {
+            repair: model,
+            initial: None,
+            embedder: embedder(&args.embed, &store)?,
+        },
+    };
+    let service = Arc::new(Service::start(config, models)?);
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(&args.listen)

@@ -264,6 +264,7 @@ impl LiveExperiment<'_> {
                             },
                             &LiveDeps {
                                 model: self.model,
+                                initial_model: None,
                                 database,
                                 aids: self.aids,
                             },

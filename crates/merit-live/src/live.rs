@@ -124,6 +124,7 @@ impl RepairMemory for Retriever<'_> {
                     id: p.entry.id.0,
                     polarity: p.entry.polarity,
                     score: p.score.score,
+                    cosine: p.score.dense,
                     step: request.step,
                 });
                 precedent_of(p.entry)
@@ -348,7 +349,8 @@ impl LiveMemory {
                     evidence: (benchmark == Benchmark::Bird).then_some(request.evidence),
                 };
                 let reply = deps
-                    .model
+                    .initial_model
+                    .unwrap_or(deps.model)
                     .chat(&initial_request(&task, decoding.clone()))
                     .map_err(|e| LiveError::Model(e.to_string()))?;
                 extract_sql(&reply.text).unwrap_or_default()

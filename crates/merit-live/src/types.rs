@@ -120,8 +120,12 @@ pub struct UsedMemory {
     pub id: u64,
     /// Its polarity.
     pub polarity: Polarity,
-    /// The hybrid retrieval score.
+    /// The hybrid retrieval score: min–max normalised dense and BM25 scores within the
+    /// candidate set (the paper's), so a lone candidate scores 0.
     pub score: f64,
+    /// The raw cosine similarity of query and memory (comparable across retrievals).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cosine: Option<f64>,
     /// The repair step it was retrieved for.
     pub step: u32,
 }
@@ -334,8 +338,10 @@ pub struct AskRequest<'a> {
 
 /// What an ask runs on.
 pub struct LiveDeps<'a> {
-    /// The chat model (initial SQL and repairs).
+    /// The chat model of the repairs (and of the initial SQL unless `initial_model`).
     pub model: &'a dyn ChatModel,
+    /// A separate model for the initial SQL (`None`: `model`).
+    pub initial_model: Option<&'a dyn ChatModel>,
     /// The database the SQL runs on (read-only).
     pub database: &'a dyn Database,
     /// Hints and the decoding grammar, when the aids ask for them.

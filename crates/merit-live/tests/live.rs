@@ -85,6 +85,7 @@ fn ask(
         },
         &LiveDeps {
             model,
+            initial_model: None,
             database: db,
             aids: None,
         },
@@ -438,6 +439,7 @@ fn concurrent_asks_and_feedback_serialize_into_one_consistent_journal() {
                             },
                             &LiveDeps {
                                 model: &AlwaysFix,
+                                initial_model: None,
                                 database: db,
                                 aids: None,
                             },

@@ -747,10 +747,13 @@ fn value_hints(
     hints
 }
 
-/// Hints from the SQLite databases of a benchmark folder (`<db_id>/<db_id>.sqlite`), each
-/// opened read-only on first use and its catalog read once.
+/// Where a database id's SQLite file is.
+type Locate = Box<dyn Fn(&str) -> Option<std::path::PathBuf> + Send + Sync>;
+
+/// Hints from SQLite databases (a benchmark folder's `<db_id>/<db_id>.sqlite`, or named
+/// files), each opened read-only on first use and its catalog read once.
 pub struct DatabaseHints {
-    databases: merit_data::DatabaseDir,
+    locate: Locate,
     opened: std::sync::Mutex<HashMap<String, std::sync::Arc<Opened>>>,
 }
 
@@ -770,7 +773,15 @@ impl DatabaseHints {
     /// Hints over the databases under `databases`.
     pub fn new(databases: merit_data::DatabaseDir) -> DatabaseHints {
         DatabaseHints {
-            databases,
+            locate: Box::new(move |db_id| databases.locate(db_id).ok()),
+            opened: std::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Hints over named database files (a service's configured databases).
+    pub fn for_files(files: HashMap<String, std::path::PathBuf>) -> DatabaseHints {
+        DatabaseHints {
+            locate: Box::new(move |db_id| files.get(db_id).cloned()),
             opened: std::sync::Mutex::new(HashMap::new()),
         }
     }
@@ -782,11 +793,8 @@ impl DatabaseHints {
         }
         // A database that cannot be opened or read gives no hints rather than failing the
         // run: hints are an aid, and the oracle reports the real problem.
-        let database = self
-            .databases
-            .locate(db_id)
-            .ok()
-            .and_then(|path| merit_sql::SqliteDatabase::open(&path).ok());
+        let database =
+            (self.locate)(db_id).and_then(|path| merit_sql::SqliteDatabase::open(&path).ok());
         let catalog = database
             .as_ref()
             .and_then(|db| SchemaCatalog::read(db).ok())

@@ -7,6 +7,8 @@
 //! max_rows = 1000                  # rows an answer carries at most
 //! query_timeout_secs = 30          # per execution
 //! k = 7                            # repair budget
+//! hints = true                     # repair aid: hints read from the database
+//! grammar = true                   # repair aid: decode under the database's names (GBNF)
 //!
 //! [[databases]]
 //! name = "concert_singer"
@@ -79,6 +81,10 @@ fn default_k() -> u32 {
     7
 }
 
+fn default_true() -> bool {
+    true
+}
+
 /// A database the service answers on.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -123,6 +129,14 @@ pub struct ServeConfig {
     /// Repair budget K.
     #[serde(default = "default_k")]
     pub k: u32,
+    /// Repair aid: hints read from the database about each failure (nearest names, where a
+    /// column lives, join paths, literals that never occur).
+    #[serde(default = "default_true")]
+    pub hints: bool,
+    /// Repair aid: decode repairs under a grammar of the database's names (the embedded model
+    /// and llama.cpp servers; turn it off for servers that take no GBNF grammar, e.g. vLLM).
+    #[serde(default = "default_true")]
+    pub grammar: bool,
     /// The databases.
     #[serde(default)]
     pub databases: Vec<DatabaseConfig>,

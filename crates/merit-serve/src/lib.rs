@@ -19,4 +19,4 @@ pub mod service;
 
 pub use api::{router, serve};
 pub use config::{hash_key, ServeConfig};
-pub use service::{Caller, Service, ServiceError, StartError};
+pub use service::{Caller, Service, ServiceError, ServiceModels, StartError};

@@ -8,6 +8,7 @@ use merit_live::{
     Answer, AskRequest, Finalization, LiveConfig, LiveDeps, LiveError, LiveMemory, LiveStats,
     MemoryInfo, UserFeedback,
 };
+use merit_repair::hints::{DatabaseHints, HintKinds};
 use merit_repair::prompts::initial::schema_from_database;
 use merit_repair::repair::{RepairAids, RepairLayout};
 use merit_sql::{ExecLimits, SqliteDatabase};
@@ -71,6 +72,16 @@ struct Served {
     schema: String,
 }
 
+/// The models of the service.
+pub struct ServiceModels {
+    /// Writes the repairs (and the initial SQL unless `initial`).
+    pub repair: Arc<dyn ChatModel>,
+    /// Writes the initial SQL when it differs from the repair model.
+    pub initial: Option<Arc<dyn ChatModel>>,
+    /// Embeds memory entries and queries.
+    pub embedder: Arc<dyn Embedder>,
+}
+
 /// A clock in milliseconds since the Unix epoch (tests give their own).
 pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
 
@@ -80,7 +91,9 @@ pub struct Service {
     databases: BTreeMap<String, Served>,
     memories: Mutex<HashMap<(String, String), Arc<LiveMemory>>>,
     model: Arc<dyn ChatModel>,
+    initial_model: Option<Arc<dyn ChatModel>>,
     embedder: Arc<dyn Embedder>,
+    hints: DatabaseHints,
     live: LiveConfig,
     config: ServeConfig,
     clock: Clock,
@@ -96,19 +109,14 @@ impl Service {
     /// Opens every configured database (read-only), reads its schema, and opens the live
     /// memory of every (tenant, database) pair a key allows, which finalizes feedback that was
     /// acknowledged before a crash.
-    pub fn start(
-        config: ServeConfig,
-        model: Arc<dyn ChatModel>,
-        embedder: Arc<dyn Embedder>,
-    ) -> Result<Service, StartError> {
-        Service::start_with_clock(config, model, embedder, Arc::new(system_clock))
+    pub fn start(config: ServeConfig, models: ServiceModels) -> Result<Service, StartError> {
+        Service::start_with_clock(config, models, Arc::new(system_clock))
     }
 
     /// [`Service::start`] with a given clock.
     pub fn start_with_clock(
         config: ServeConfig,
-        model: Arc<dyn ChatModel>,
-        embedder: Arc<dyn Embedder>,
+        models: ServiceModels,
         clock: Clock,
     ) -> Result<Service, StartError> {
         let mut databases = BTreeMap::new();
@@ -135,21 +143,35 @@ impl Service {
                 timeout: Duration::from_secs(config.query_timeout_secs),
                 max_rows: Some(config.max_rows),
             },
-            // The aids that need no database folder: the repeat guard and the fresh layout
-            // (chosen on the Spider train calibration slice; docs/results/repair/calibration).
+            // The repair configuration chosen on the Spider train calibration slice
+            // (docs/results/repair/calibration): repeat guard, fresh layout, and the database
+            // aids the configuration keeps on.
             aids: RepairAids {
                 repeat_guard: true,
                 layout: RepairLayout::Fresh,
-                ..RepairAids::default()
+                hints: HintKinds {
+                    schema: config.hints,
+                    values: config.hints,
+                },
+                grammar: config.grammar,
             },
             ..LiveConfig::default()
         };
+        let hints = DatabaseHints::for_files(
+            config
+                .databases
+                .iter()
+                .map(|d| (d.name.clone(), d.path.clone()))
+                .collect(),
+        );
         let service = Service {
             keys: config.key_table(),
             databases,
             memories: Mutex::new(HashMap::new()),
-            model,
-            embedder,
+            model: models.repair,
+            initial_model: models.initial,
+            embedder: models.embedder,
+            hints,
             live,
             config,
             clock,
@@ -254,8 +276,9 @@ impl Service {
         };
         let deps = LiveDeps {
             model: self.model.as_ref(),
+            initial_model: self.initial_model.as_deref(),
             database: served.database.as_ref(),
-            aids: None,
+            aids: Some(&self.hints),
         };
         Ok(memory.ask(&request, &deps, (self.clock)())?)
     }

@@ -7,7 +7,7 @@ use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use merit_core::model::{ChatModel, ChatReply, ChatRequest, Embedder, ModelError};
 use merit_memory::HashEmbedder;
-use merit_serve::{hash_key, router, ServeConfig, Service};
+use merit_serve::{hash_key, router, ServeConfig, Service, ServiceModels};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::Arc;
@@ -78,7 +78,12 @@ databases = ["pets_1"]
 
 fn service(state: &Path) -> Arc<Service> {
     let embedder: Arc<dyn Embedder> = Arc::new(HashEmbedder::new(64));
-    Arc::new(Service::start(config(state), Arc::new(AlwaysFix), embedder).unwrap())
+    let models = ServiceModels {
+        repair: Arc::new(AlwaysFix),
+        initial: None,
+        embedder,
+    };
+    Arc::new(Service::start(config(state), models).unwrap())
 }
 
 async fn call(

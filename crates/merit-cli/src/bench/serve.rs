@@ -14,7 +14,7 @@ use clap::Args;
 use merit_core::model::{ChatModel, ChatReply, ChatRequest, Embedder, ModelError};
 use merit_live::UserFeedback;
 use merit_memory::HashEmbedder;
-use merit_serve::{hash_key, ServeConfig, Service};
+use merit_serve::{hash_key, ServeConfig, Service, ServiceModels};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -77,11 +77,12 @@ fn service(args: &ServeBenchArgs, state: &std::path::Path) -> Result<Arc<Service
     let config = ServeConfig::parse(&text).map_err(|e| anyhow!(e))?;
     config.check().map_err(|e| anyhow!(e))?;
     let embedder: Arc<dyn Embedder> = Arc::new(HashEmbedder::new(64));
-    Ok(Arc::new(Service::start(
-        config,
-        Arc::new(InstantRepair),
+    let models = ServiceModels {
+        repair: Arc::new(InstantRepair),
+        initial: None,
         embedder,
-    )?))
+    };
+    Ok(Arc::new(Service::start(config, models)?))
 }
 
 /// The question and failing SQL of pair `index` (every one differs, so the memory grows).
