@@ -71,15 +71,86 @@ pub fn lock_folder(folder: &Path) -> io::Result<Option<FolderLock>> {
         .write(true)
         .open(folder.join(".lock"))?;
     match file.try_lock() {
-        Ok(()) => Ok(Some(FolderLock { _file: file })),
+        Ok(()) => {
+            // This process now owns the folder: a temporary file in it can only be the
+            // leftover of a writer killed between writing and renaming, never another
+            // process's file in flight.
+            remove_leftover_temporaries(folder);
+            Ok(Some(FolderLock { _file: file }))
+        }
         Err(std::fs::TryLockError::WouldBlock) => Ok(None),
         Err(std::fs::TryLockError::Error(error)) => Err(error),
+    }
+}
+
+/// `true` for a name [`temporary_beside`] makes: `.NAME.tmp-PID-N`.
+fn is_temporary_name(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix('.') else {
+        return false;
+    };
+    let Some((_, tail)) = rest.rsplit_once(".tmp-") else {
+        return false;
+    };
+    let mut parts = tail.split('-');
+    matches!(
+        (parts.next(), parts.next(), parts.next()),
+        (Some(pid), Some(n), None)
+            if !pid.is_empty() && !n.is_empty()
+                && pid.bytes().all(|b| b.is_ascii_digit())
+                && n.bytes().all(|b| b.is_ascii_digit())
+    )
+}
+
+/// Removes, best effort, the temporaries of killed writers in `folder` and below.
+fn remove_leftover_temporaries(folder: &Path) {
+    let mut pending = vec![folder.to_path_buf()];
+    while let Some(current) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&current) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() {
+                pending.push(entry.path());
+            } else if kind.is_file() && is_temporary_name(&entry.file_name().to_string_lossy()) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn claiming_a_folder_removes_the_temporaries_of_killed_writers_only() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("report")).unwrap();
+        let leftovers = [".settings.json.tmp-123-0", "report/.table.md.tmp-9-17"];
+        let kept = [
+            "settings.json",
+            ".lockfile",
+            ".a.tmp-x-1",
+            "report/table.md",
+        ];
+        for name in leftovers.iter().chain(&kept) {
+            std::fs::write(dir.path().join(name), b"x").unwrap();
+        }
+        let lock = lock_folder(dir.path())
+            .unwrap()
+            .expect("the folder is free");
+        for name in leftovers {
+            assert!(!dir.path().join(name).exists(), "{name} is left");
+        }
+        for name in kept {
+            assert!(dir.path().join(name).exists(), "{name} was removed");
+        }
+        drop(lock);
+        assert!(is_temporary_name(".x.tmp-1-2") && !is_temporary_name("x.tmp-1-2"));
+    }
 
     #[test]
     fn a_file_is_replaced_whole_and_no_temporary_is_left() {

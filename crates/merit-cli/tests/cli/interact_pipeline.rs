@@ -1318,3 +1318,130 @@ fn a_users_own_database_runs_on_postgresql() {
     let settings = std::fs::read_to_string(on_pg.join("settings.json")).unwrap();
     assert!(settings.contains("postgres") && !settings.contains(url.trim()));
 }
+
+/// Every file of a run directory (relative path → bytes), except the lock.
+fn run_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(folder) = stack.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if !path.ends_with(".lock") && path.file_name().is_some_and(|n| n != ".lock") {
+                let name = path.strip_prefix(dir).unwrap().display().to_string();
+                files.insert(name, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    files
+}
+
+/// Issue 22, item 4: `merit interact run` with a written memory, killed with SIGKILL at a
+/// different moment in each of 20 trials (again and again until a run gets to the end), then
+/// resumed: the run directory ends byte-identical to an uninterrupted run's.
+#[test]
+fn an_interact_run_killed_anywhere_resumes_to_the_uninterrupted_files() {
+    let server = crate::stand_in::serve(chat, &WORDS);
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let requests = [
+        "How many observatories have warm weather?",
+        "Count observatories with hot weather.",
+        "How many observatories are warm?",
+        "Count the warm observatories.",
+    ];
+    let tasks: Vec<String> = requests
+        .iter()
+        .enumerate()
+        .map(|(n, r)| task(&format!("alien_98{n:02}"), r).to_string())
+        .collect();
+    let task_file = dir.path().join("tasks.jsonl");
+    std::fs::write(&task_file, tasks.join("\n")).unwrap();
+    let root = mini_root();
+    let command = |out: &Path| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_merit"));
+        command
+            .args(["interact", "run", "--memory", "cosine", "--tasks"])
+            .arg(&task_file)
+            .arg("--db-root")
+            .arg(&root)
+            .arg("--out")
+            .arg(out)
+            .args(["--llm-url", &server, "--llm-model", "stand-in"])
+            .args(["--embed-url", &server, "--embed-model", "words", "--cache"])
+            .arg(&cache)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        command
+    };
+    // The logs count the calls served by the reply cache, so the reference runs on the cache
+    // state every trial sees: all replies cached by a first run.
+    assert!(command(&dir.path().join("warm-up"))
+        .status()
+        .unwrap()
+        .success());
+    let reference = dir.path().join("reference");
+    let started = std::time::Instant::now();
+    assert!(command(&reference).status().unwrap().success());
+    // Kill points spread over a whole run's duration (start-up included).
+    let span = started.elapsed().as_micros() as u64;
+    let expected = run_files(&reference);
+    assert!(
+        expected.contains_key("episodes.jsonl"),
+        "{:?}",
+        expected.keys()
+    );
+
+    let mut kills = 0;
+    for trial in 0..20u64 {
+        let out = dir.path().join(format!("trial-{trial}"));
+        for attempt in 0..50u64 {
+            let mut child = command(&out).spawn().unwrap();
+            let fraction = 1 + (trial * 7 + attempt * 13) % 19;
+            std::thread::sleep(std::time::Duration::from_micros(span * fraction / 20));
+            if child
+                .try_wait()
+                .unwrap()
+                .is_some_and(|status| status.success())
+            {
+                break;
+            }
+            child.kill().unwrap();
+            let status = child.wait().unwrap();
+            if status.success() {
+                break;
+            }
+            kills += 1;
+            assert!(attempt < 49, "trial {trial} never got to the end");
+        }
+        // One more start finds the run complete (or completes it) and changes nothing.
+        assert!(command(&out).status().unwrap().success());
+        let found = run_files(&out);
+        for (name, bytes) in &expected {
+            let got = found
+                .get(name)
+                .map(|b| String::from_utf8_lossy(b).into_owned());
+            let want = String::from_utf8_lossy(bytes);
+            let first = got.as_deref().and_then(|got| {
+                got.lines()
+                    .zip(want.lines())
+                    .position(|(a, b)| a != b)
+                    .map(|line| (line + 1, got.lines().nth(line).unwrap_or("").to_string()))
+            });
+            assert!(
+                got.as_deref() == Some(want.as_ref()),
+                "trial {trial}: {name} differs (first differing line: {first:?})"
+            );
+        }
+        assert_eq!(
+            found.keys().collect::<Vec<_>>(),
+            expected.keys().collect::<Vec<_>>()
+        );
+    }
+    assert!(
+        kills >= 20,
+        "only {kills} kills landed before the runs ended"
+    );
+    eprintln!("20 trials, {kills} kills, every run directory identical to the reference");
+}
