@@ -1396,52 +1396,223 @@ fn an_interact_run_killed_anywhere_resumes_to_the_uninterrupted_files() {
     let mut kills = 0;
     for trial in 0..20u64 {
         let out = dir.path().join(format!("trial-{trial}"));
-        for attempt in 0..50u64 {
-            let mut child = command(&out).spawn().unwrap();
-            let fraction = 1 + (trial * 7 + attempt * 13) % 19;
-            std::thread::sleep(std::time::Duration::from_micros(span * fraction / 20));
-            if child
-                .try_wait()
-                .unwrap()
-                .is_some_and(|status| status.success())
-            {
-                break;
-            }
-            child.kill().unwrap();
-            let status = child.wait().unwrap();
-            if status.success() {
-                break;
-            }
-            kills += 1;
-            assert!(attempt < 49, "trial {trial} never got to the end");
-        }
-        // One more start finds the run complete (or completes it) and changes nothing.
-        assert!(command(&out).status().unwrap().success());
-        let found = run_files(&out);
-        for (name, bytes) in &expected {
-            let got = found
-                .get(name)
-                .map(|b| String::from_utf8_lossy(b).into_owned());
-            let want = String::from_utf8_lossy(bytes);
-            let first = got.as_deref().and_then(|got| {
-                got.lines()
-                    .zip(want.lines())
-                    .position(|(a, b)| a != b)
-                    .map(|line| (line + 1, got.lines().nth(line).unwrap_or("").to_string()))
-            });
-            assert!(
-                got.as_deref() == Some(want.as_ref()),
-                "trial {trial}: {name} differs (first differing line: {first:?})"
-            );
-        }
-        assert_eq!(
-            found.keys().collect::<Vec<_>>(),
-            expected.keys().collect::<Vec<_>>()
-        );
+        kills += kill_until_done(&command, &out, span, trial, usize::MAX);
+        assert_same_files(&run_files(&out), &expected, trial);
     }
     assert!(
         kills >= 20,
         "only {kills} kills landed before the runs ended"
     );
     eprintln!("20 trials, {kills} kills, every run directory identical to the reference");
+}
+
+/// Starts `command(out)` and kills it with SIGKILL at a point of a run lasting `span_us`
+/// (different for each `trial` and attempt), again and again until a start reaches the end
+/// or `max_kills` kills landed; then starts it once more (finding the work done, or finishing
+/// it). Returns the kills.
+fn kill_until_done(
+    command: &dyn Fn(&Path) -> Command,
+    out: &Path,
+    span_us: u64,
+    trial: u64,
+    max_kills: usize,
+) -> usize {
+    let mut kills = 0;
+    for attempt in 0..50u64 {
+        if kills == max_kills {
+            break;
+        }
+        let mut child = command(out).spawn().unwrap();
+        let fraction = 1 + (trial * 7 + attempt * 13) % 19;
+        std::thread::sleep(std::time::Duration::from_micros(span_us * fraction / 20));
+        if child
+            .try_wait()
+            .unwrap()
+            .is_some_and(|status| status.success())
+        {
+            break;
+        }
+        child.kill().unwrap();
+        if child.wait().unwrap().success() {
+            break;
+        }
+        kills += 1;
+        assert!(attempt < 49, "trial {trial} never got to the end");
+    }
+    assert!(command(out).status().unwrap().success());
+    kills
+}
+
+/// Asserts that two sets of files are equal, naming the first file and line that differ.
+fn assert_same_files(
+    found: &BTreeMap<String, Vec<u8>>,
+    expected: &BTreeMap<String, Vec<u8>>,
+    trial: u64,
+) {
+    for (name, bytes) in expected {
+        let got = found
+            .get(name)
+            .map(|b| String::from_utf8_lossy(b).into_owned());
+        let want = String::from_utf8_lossy(bytes);
+        let first = got.as_deref().and_then(|got| {
+            got.lines()
+                .zip(want.lines())
+                .position(|(a, b)| a != b)
+                .map(|line| (line + 1, got.lines().nth(line).unwrap_or("").to_string()))
+        });
+        assert!(
+            got.as_deref() == Some(want.as_ref()),
+            "trial {trial}: {name} differs (first differing line: {first:?})"
+        );
+    }
+    assert_eq!(
+        found.keys().collect::<Vec<_>>(),
+        expected.keys().collect::<Vec<_>>(),
+        "trial {trial}"
+    );
+}
+
+/// The same 20 kill trials for PRM annotation (an append-only file that resumes) and for
+/// turn-level selector training (its outputs written atomically; a killed training starts
+/// again from its seed): each ends byte-identical to an uninterrupted run.
+#[test]
+fn prm_annotation_and_selector_training_killed_anywhere_end_as_uninterrupted() {
+    let server = crate::stand_in::serve(chat, &WORDS);
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let requests = [
+        "How many observatories have warm weather?",
+        "Count observatories with hot weather.",
+        "How many observatories are warm?",
+        "Count the warm observatories.",
+        "How many observatories report hot weather?",
+        "Count observatories where the weather is warm.",
+    ];
+    let tasks: Vec<String> = requests
+        .iter()
+        .enumerate()
+        .map(|(n, r)| task(&format!("alien_97{n:02}"), r).to_string())
+        .collect();
+    let task_file = dir.path().join("tasks.jsonl");
+    std::fs::write(&task_file, tasks.join("\n")).unwrap();
+    let (tasks_arg, root) = (task_file.to_str().unwrap(), mini_root());
+    let root = root.to_str().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let run = path("run");
+    merit(
+        &[
+            "interact",
+            "run",
+            "--tasks",
+            tasks_arg,
+            "--db-root",
+            root,
+            "--out",
+            &run,
+            "--memory",
+            "cosine",
+        ],
+        &server,
+        &cache,
+        true,
+    );
+    let with_models = |args: Vec<String>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_merit"));
+        command
+            .args(args)
+            .args(["--llm-url", &server, "--llm-model", "stand-in"])
+            .args(["--embed-url", &server, "--embed-model", "words", "--cache"])
+            .arg(&cache)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        command
+    };
+    let timed = |command: &dyn Fn(&Path) -> Command, out: &Path| {
+        let started = std::time::Instant::now();
+        assert!(command(out).status().unwrap().success());
+        started.elapsed().as_micros() as u64
+    };
+
+    // PRM annotation of every pair (`--limit` counts per invocation, so a resumed run with a
+    // limit would annotate more than an uninterrupted one): one append-only file.
+    let annotate = |out: &Path| {
+        with_models(
+            ["interact", "prm", "annotate", "--run", &run, "--out"]
+                .iter()
+                .map(|s| s.to_string())
+                .chain([out.join("annotations.jsonl").display().to_string()])
+                .collect(),
+        )
+    };
+    timed(&annotate, &dir.path().join("annotate-warm-up"));
+    let reference = dir.path().join("annotate-reference");
+    let span = timed(&annotate, &reference);
+    let expected = run_files(&reference);
+    let mut kills = 0;
+    for trial in 0..20u64 {
+        let out = dir.path().join(format!("annotate-{trial}"));
+        kills += kill_until_done(&annotate, &out, span, trial, usize::MAX);
+        assert_same_files(&run_files(&out), &expected, trial);
+    }
+    // Annotation from a full reply cache takes a moment, so some kills come too late; the
+    // trials still have to land a fair number.
+    assert!(kills >= 10, "annotation: only {kills} kills landed");
+    let annotation_kills = kills;
+
+    // Turn-level selector training on a student PRM trained from those annotations.
+    let prm = path("prm");
+    let annotations = reference.join("annotations.jsonl");
+    merit(
+        &[
+            "interact",
+            "prm",
+            "train",
+            "--annotations",
+            annotations.to_str().unwrap(),
+            "--out",
+            &prm,
+        ],
+        &server,
+        &cache,
+        false,
+    );
+    let student = format!("{prm}/student.safetensors");
+    let train = |out: &Path| {
+        with_models(
+            [
+                "interact",
+                "train-selector",
+                "--level",
+                "turn",
+                "--run",
+                &run,
+                "--prm",
+                &student,
+                "--updates",
+                "6",
+                "--batch",
+                "8",
+                "--out",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .chain([out.display().to_string()])
+            .collect(),
+        )
+    };
+    let reference = dir.path().join("selector-reference");
+    let span = timed(&train, &reference);
+    let expected = run_files(&reference);
+    let mut kills = 0;
+    for trial in 0..20u64 {
+        let out = dir.path().join(format!("selector-{trial}"));
+        // Training starts again from its seed after a kill: two kills, then a full run.
+        kills += kill_until_done(&train, &out, span, trial, 2);
+        assert_same_files(&run_files(&out), &expected, trial);
+    }
+    assert!(kills >= 10, "selector training: only {kills} kills landed");
+    eprintln!(
+        "annotation ({annotation_kills} kills) and selector training ({kills} kills): 20 \
+         trials each, every output identical"
+    );
 }

@@ -258,6 +258,8 @@ pub fn train_selector(args: TrainSelectorArgs) -> Result<()> {
     retrieval.validate()?;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;
+    // One training per output folder (and the leftovers of a killed one are cleared).
+    let _lock = crate::files::lock_run_dir(&args.out)?;
     let level = match args.level {
         LevelArg::Episode => Level::Episode,
         LevelArg::Turn => Level::Turn,
