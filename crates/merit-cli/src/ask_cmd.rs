@@ -10,7 +10,7 @@ use merit_data::DatabaseDir;
 use merit_models::llama::DEFAULT_CONTEXT_SIZE;
 use merit_repair::extract::extract_sql;
 use merit_repair::prompts::initial::{initial_request, schema_from_database, InitialTask};
-use merit_sql::{Database, Dialect, ExecLimits, ResultSet, SqliteDatabase};
+use merit_sql::{Database, ExecLimits, ResultSet, SqliteDatabase};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -18,11 +18,16 @@ use std::time::Instant;
 #[derive(Debug, Args)]
 pub struct AskArgs {
     /// Folder with one folder per database (Spider's `database/`, BIRD's `dev_databases/`).
-    #[arg(long)]
-    db_dir: PathBuf,
-    /// Database id (its folder name).
+    #[arg(long, required_unless_present = "pg_url")]
+    db_dir: Option<PathBuf>,
+    /// Database id (its folder name; with `--pg-url`, the PostgreSQL database's name).
     #[arg(long)]
     db: String,
+    /// A PostgreSQL server (`postgresql://user:password@host:port/admin-db`): ask about its
+    /// database `--db` instead of a SQLite file (read-only transactions, statement timeout,
+    /// row cap; the role must not be a superuser).
+    #[arg(long, conflicts_with = "db_dir")]
+    pg_url: Option<String>,
     /// The question, in natural language.
     question: String,
     /// BIRD-style evidence (external knowledge) to show with the question.
@@ -54,14 +59,25 @@ pub struct AskArgs {
 /// Runs `merit ask`.
 pub fn run(args: AskArgs) -> Result<()> {
     reexec_with_bounded_openmp_spin();
-    let path = DatabaseDir::new(&args.db_dir)
-        .locate(&args.db)
-        .map_err(|missing| anyhow!("{missing}"))?;
-    let database = SqliteDatabase::open(&path)?;
-    let schema = schema_from_database(&database)
-        .with_context(|| format!("cannot read the schema of {}", path.display()))?;
+    let database: Box<dyn Database> = match (&args.pg_url, &args.db_dir) {
+        (Some(url), _) => {
+            let server = merit_interact::PostgresServer::new(url)?;
+            Box::new(merit_interact::PostgresDatabase::connect(
+                &server, &args.db,
+            )?)
+        }
+        (None, Some(db_dir)) => {
+            let path = DatabaseDir::new(db_dir)
+                .locate(&args.db)
+                .map_err(|missing| anyhow!("{missing}"))?;
+            Box::new(SqliteDatabase::open(&path)?)
+        }
+        (None, None) => bail!("give --db-dir (SQLite) or --pg-url (PostgreSQL)"),
+    };
+    let schema = schema_from_database(database.as_ref())
+        .with_context(|| format!("cannot read the schema of {}", database.describe()))?;
     if schema.is_empty() {
-        bail!("{} has no tables", path.display());
+        bail!("{} has no tables", database.describe());
     }
     let task = InitialTask {
         benchmark: if args.evidence.is_some() {
@@ -69,7 +85,7 @@ pub fn run(args: AskArgs) -> Result<()> {
         } else {
             Benchmark::Spider
         },
-        dialect: Dialect::Sqlite,
+        dialect: database.dialect(),
         schema: &schema,
         question: &args.question,
         evidence: args.evidence.as_deref(),

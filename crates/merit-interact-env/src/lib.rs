@@ -53,7 +53,7 @@ pub use error::{InteractError, LoadError};
 pub use harness::{PythonHarness, TestRun};
 pub use judge::{Cell, FailReason, Verdict};
 pub use meta::{DatabaseMeta, KnowledgeEntry, KnowledgeView, VisibleKnowledge};
-pub use pg::{PostgresBackend, PostgresServer};
+pub use pg::{PostgresBackend, PostgresDatabase, PostgresServer};
 pub use simulator::human::HumanSimulator;
 pub use simulator::model::{ModelSimulator, ModelSimulatorConfig};
 pub use simulator::{

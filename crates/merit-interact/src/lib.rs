@@ -57,10 +57,10 @@ pub use merit_interact_env::{
     DatabaseMeta, EndReason, EnvConfig, Environment, ExecutePolicy, FailReason, HiddenTask,
     HumanSimulator, InteractBackend, InteractError, KnowledgeEntry, KnowledgeView, LoadError,
     MergeReport, ModelSimulator, ModelSimulatorConfig, Outcome, Phase, PostgresBackend,
-    PostgresServer, PublicTask, PythonHarness, PythonTarget, Rows, ScriptedSimulator,
-    SimulatorContext, SimulatorError, SimulatorUsage, SqliteBackend, StatementFailure, StepResult,
-    Target, Task, TaskSet, TestRun, Trajectory, TrajectoryStep, UserSimulator, UserVerdict,
-    Verdict, VisibleKnowledge, DEFAULT_PATIENCE, OUT_OF_SCOPE_REPLY,
+    PostgresDatabase, PostgresServer, PublicTask, PythonHarness, PythonTarget, Rows,
+    ScriptedSimulator, SimulatorContext, SimulatorError, SimulatorUsage, SqliteBackend,
+    StatementFailure, StepResult, Target, Task, TaskSet, TestRun, Trajectory, TrajectoryStep,
+    UserSimulator, UserVerdict, Verdict, VisibleKnowledge, DEFAULT_PATIENCE, OUT_OF_SCOPE_REPLY,
 };
 pub use runlog::{
     read_log, run_tasks, run_tasks_with_demos, run_tasks_with_memory, EpisodeLog, EpisodeRecord,

@@ -27,7 +27,10 @@
 //! `PostgresServer::load_sqlite_template` builds a template from a
 //! mini-interact SQLite file, for tests and for running mini-interact on PostgreSQL.
 
+mod database;
 mod load;
+
+pub use database::{value_of, PostgresDatabase};
 pub(crate) mod value;
 
 use crate::backend::{InteractBackend, PythonTarget, Rows, StatementFailure};

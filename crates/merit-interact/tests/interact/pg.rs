@@ -525,3 +525,83 @@ fn a_missing_template_is_a_clear_error() {
     let error = nowhere.database_exists("x").unwrap_err();
     assert!(error.to_string().contains("connecting"), "{error}");
 }
+
+/// `merit_sql::Database` on PostgreSQL (the repair side: `merit ask`, live mode, `merit serve`)
+/// on a copy of the Spider `concert_singer` database: the same answers as SQLite, writes
+/// refused, the deadline, the row cap while fetching, one statement at a time, and the
+/// server's own error text classified as on SQLite.
+#[test]
+#[ignore = "needs PostgreSQL: set MERIT_TEST_POSTGRES_URL (bash scripts/setup-postgres.sh); run with --include-ignored, as CI does"]
+fn a_spider_database_answers_through_merit_sql_on_postgresql() {
+    use merit_sql::{Database, SqliteDatabase, Value};
+    let Some(server) = server() else { return };
+    let sqlite_path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data/spider/database/concert_singer/concert_singer.sqlite");
+    let template = server
+        .ensure_sqlite_template("concert_singer", &sqlite_path)
+        .expect("concert_singer loads into PostgreSQL");
+    let pg = merit_interact::PostgresDatabase::connect(&server, &template).unwrap();
+    assert_eq!(pg.dialect(), Dialect::Postgres);
+    let sqlite = SqliteDatabase::open(&sqlite_path).unwrap();
+    // The schema the prompts show, read from the PostgreSQL catalog.
+    let schema = merit_repair::prompts::initial::schema_from_database(&pg).unwrap();
+    assert!(schema.contains("CREATE TABLE singer (\n"), "{schema}");
+    assert!(schema.contains("  \"Name\" TEXT"), "{schema}");
+    assert_eq!(schema.matches("CREATE TABLE").count(), 4, "{schema}");
+    let limits = ExecLimits::with_timeout(Duration::from_secs(10));
+    for sql in [
+        "SELECT count(*) FROM singer",
+        // The copy keeps SQLite's identifier case, so mixed-case names are quoted (SQLite
+        // takes the quotes too).
+        r#"SELECT "Name", "Age" FROM singer ORDER BY "Age" DESC, "Name""#,
+        r#"SELECT "Country", count(*) FROM singer GROUP BY "Country" ORDER BY "Country""#,
+    ] {
+        let on_pg = pg.query(sql, &limits).unwrap();
+        let on_sqlite = sqlite.query(sql, &limits).unwrap();
+        assert_eq!(on_pg.rows, on_sqlite.rows, "{sql}");
+    }
+    // The row cap holds while fetching: a cut result is reported, never failed.
+    let capped = pg
+        .query(
+            r#"SELECT "Name" FROM singer"#,
+            &ExecLimits {
+                timeout: Duration::from_secs(10),
+                max_rows: Some(2),
+            },
+        )
+        .unwrap();
+    assert_eq!(capped.rows.len(), 2);
+    assert!(capped.truncated);
+    // Writes are refused, the deadline interrupts, one statement at a time.
+    let write = pg.query("DELETE FROM singer", &limits).unwrap_err();
+    assert!(write.to_string().contains("read-only"), "{write}");
+    assert_eq!(
+        pg.query("SELECT count(*) FROM singer", &limits)
+            .unwrap()
+            .rows,
+        [[Value::Integer(6)]]
+    );
+    let slow = pg
+        .query(
+            "SELECT pg_sleep(5)",
+            &ExecLimits::with_timeout(Duration::from_millis(200)),
+        )
+        .unwrap_err();
+    assert!(slow.is_timeout(), "{slow}");
+    assert_eq!(
+        pg.query("SELECT 1; SELECT 2", &limits).unwrap_err(),
+        ExecError::MultipleStatements
+    );
+    // The error text is the server's, and the classifier reads it as on SQLite.
+    let missing = pg.query("SELECT nme FROM singer", &limits).unwrap_err();
+    let label = merit_memory::classify(
+        merit_core::Status::ExecutionError,
+        Some(&missing.to_string()),
+    )
+    .unwrap();
+    assert_eq!(
+        label.failure_type,
+        merit_memory::FailureType::SchemaLinking,
+        "{missing}"
+    );
+}

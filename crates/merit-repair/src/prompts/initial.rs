@@ -95,14 +95,13 @@ pub fn dialect_name(dialect: Dialect) -> &'static str {
 /// created, comments and original types included), each ending in `;`, separated by blank
 /// lines. SQLite's own `sqlite_*` tables are left out. Views and indexes are left out too:
 /// Spider and BIRD questions are about tables, and the shorter prompt leaves more room.
+///
+/// For PostgreSQL, whose catalog keeps no statement text, the tables of the current schema
+/// are rendered from `information_schema.columns` (name and declared type per column, in
+/// column order; names that are not plain lower case quoted, as the SQL must write them).
 pub fn schema_from_database(database: &dyn Database) -> Result<String, ExecError> {
-    match database.dialect() {
-        Dialect::Sqlite => {}
-        Dialect::Postgres => {
-            return Err(ExecError::Sql {
-                message: "reading a PostgreSQL schema is not supported yet".to_string(),
-            })
-        }
+    if database.dialect() == Dialect::Postgres {
+        return postgres_schema(database);
     }
     let result = database.query(
         "SELECT sql FROM sqlite_master WHERE type = 'table' AND sql IS NOT NULL \
@@ -118,6 +117,56 @@ pub fn schema_from_database(database: &dyn Database) -> Result<String, ExecError
         .map(|sql| format!("{sql};"))
         .collect();
     Ok(statements.join("\n\n"))
+}
+
+/// A PostgreSQL identifier as SQL must write it: bare when plain lower case, else quoted.
+fn postgres_identifier(name: &str) -> String {
+    let plain = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if plain {
+        name.to_string()
+    } else {
+        format!("\"{}\"", name.replace('"', "\"\""))
+    }
+}
+
+fn postgres_schema(database: &dyn Database) -> Result<String, ExecError> {
+    let result = database.query(
+        "SELECT table_name, column_name, data_type FROM information_schema.columns \
+         WHERE table_schema = current_schema() ORDER BY table_name, ordinal_position",
+        &ExecLimits::AGENT,
+    )?;
+    let mut tables: Vec<(String, Vec<String>)> = Vec::new();
+    for row in &result.rows {
+        let text = |i: usize| {
+            row.get(i)
+                .and_then(Value::as_text)
+                .unwrap_or("")
+                .to_string()
+        };
+        let (table, column, kind) = (text(0), text(1), text(2));
+        let line = format!("  {} {}", postgres_identifier(&column), kind.to_uppercase());
+        match tables.last_mut() {
+            Some((name, columns)) if *name == table => columns.push(line),
+            _ => tables.push((table, vec![line])),
+        }
+    }
+    Ok(tables
+        .iter()
+        .map(|(table, columns)| {
+            format!(
+                "CREATE TABLE {} (\n{}\n);",
+                postgres_identifier(table),
+                columns.join(",\n")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n"))
 }
 
 #[cfg(test)]
