@@ -79,7 +79,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
     };
     let service = Arc::new(Service::start(config, models)?);
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-    runtime.block_on(async {
+    let served = runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -91,13 +91,19 @@ pub fn run(args: ServeArgs) -> Result<()> {
         let shutdown = async {
             let _ = tokio::signal::ctrl_c().await;
         };
+        // A clone: the last reference is dropped after the runtime, below.
         merit_serve::serve(
-            service,
+            Arc::clone(&service),
             listener,
             Duration::from_secs(args.sweep_secs.max(1)),
             shutdown,
         )
         .await
         .context("the server stopped")
-    })
+    });
+    // PostgreSQL connections close outside the async runtime: their synchronous driver runs a
+    // runtime of its own, which cannot start inside another.
+    drop(runtime);
+    drop(service);
+    served
 }

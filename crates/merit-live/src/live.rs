@@ -25,7 +25,7 @@ use merit_repair::repair::{
     run_episode, AttemptView, EpisodeDeps, EpisodeSettings, FailureClassifier, FinalizedEpisode,
     MemoryError as RepairMemoryError, Precedent, QuestionView, RepairMemory, RetrievalRequest,
 };
-use merit_sql::{Database, Dialect, Value};
+use merit_sql::{Database, Value};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -343,7 +343,7 @@ impl LiveMemory {
             None => {
                 let task = InitialTask {
                     benchmark,
-                    dialect: Dialect::Sqlite,
+                    dialect: deps.database.dialect(),
                     schema: request.schema,
                     question: request.question,
                     evidence: (benchmark == Benchmark::Bird).then_some(request.evidence),
@@ -359,7 +359,7 @@ impl LiveMemory {
         let judge = ExecutionJudge::new(deps.database, self.config.limits);
         let settings = EpisodeSettings {
             benchmark,
-            dialect: dialect_name(Dialect::Sqlite).to_string(),
+            dialect: dialect_name(deps.database.dialect()).to_string(),
             max_revisions: self.config.k,
             decoding,
             reflect: false,

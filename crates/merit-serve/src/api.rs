@@ -102,11 +102,19 @@ fn rejection_error(rejection: JsonRejection) -> ApiError {
     ApiError::new(status, message)
 }
 
-/// Runs blocking service work on tokio's blocking pool.
-async fn blocking<T: Send + 'static>(
+/// Runs blocking service work on a thread of its own, outside the async runtime.
+///
+/// Not on tokio's blocking pool: the synchronous PostgreSQL driver drives its own runtime and
+/// refuses to run on a thread that belongs to another one (it panics), and model calls and
+/// fsyncs are long enough that a thread per request costs nothing in comparison.
+pub async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, ServiceError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(work)
+    let (send, receive) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let _ = send.send(work());
+    });
+    receive
         .await
         .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "the request failed"))?
         .map_err(ApiError::from)
@@ -300,7 +308,8 @@ pub fn router(service: Arc<Service>) -> Router {
 }
 
 /// Serves the API on `listener` until `shutdown` resolves, finalizing expired answers every
-/// `sweep` meanwhile.
+/// `sweep` meanwhile. Keep a reference to `service` and drop it outside the async runtime: a
+/// PostgreSQL database's connection cannot close inside one.
 pub async fn serve(
     service: Arc<Service>,
     listener: tokio::net::TcpListener,
@@ -314,9 +323,13 @@ pub async fn serve(
             loop {
                 interval.tick().await;
                 let service = Arc::clone(&service);
-                let swept = tokio::task::spawn_blocking(move || service.finalize_expired()).await;
-                if let Ok(Err(error)) = swept {
-                    eprintln!("warning: finalizing expired answers failed: {error}");
+                let swept =
+                    blocking(move || service.finalize_expired().map_err(ServiceError::from)).await;
+                if let Err(error) = swept {
+                    eprintln!(
+                        "warning: finalizing expired answers failed: {}",
+                        error.message
+                    );
                 }
             }
         })

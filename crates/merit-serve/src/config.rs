@@ -14,6 +14,11 @@
 //! name = "concert_singer"
 //! path = "/data/concert_singer.sqlite"
 //!
+//! [[databases]]                    # or a database on a PostgreSQL server
+//! name = "shop"
+//! postgres = "postgresql://merit:secret@127.0.0.1:5432/postgres"
+//! database = "shop"                # its name there (default: name)
+//!
 //! [[keys]]
 //! tenant = "acme"
 //! sha256 = "5e8848…"               # merit serve --hash-key < key.txt
@@ -85,14 +90,23 @@ fn default_true() -> bool {
     true
 }
 
-/// A database the service answers on.
+/// A database the service answers on: a SQLite file (`path`), or a database on a PostgreSQL
+/// server (`postgres`, the server's URL, and `database`, its name there).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DatabaseConfig {
     /// The name requests use.
     pub name: String,
     /// The SQLite file (opened read-only).
-    pub path: PathBuf,
+    #[serde(default)]
+    pub path: Option<PathBuf>,
+    /// A PostgreSQL server (`postgresql://user:password@host:port/admin-db`; a role that is
+    /// not a superuser).
+    #[serde(default)]
+    pub postgres: Option<String>,
+    /// The database's name on the PostgreSQL server (default: `name`).
+    #[serde(default)]
+    pub database: Option<String>,
 }
 
 /// An API key, as its hash.
@@ -179,8 +193,8 @@ impl ServeConfig {
             config.state_dir = base.join(&config.state_dir);
         }
         for database in &mut config.databases {
-            if database.path.is_relative() {
-                database.path = base.join(&database.path);
+            if let Some(file) = database.path.as_mut().filter(|file| file.is_relative()) {
+                *file = base.join(&*file);
             }
         }
         config.check().map_err(|message| ConfigError::Invalid {
@@ -208,6 +222,18 @@ impl ServeConfig {
             }
             if !names.insert(database.name.as_str()) {
                 return Err(format!("database {:?} is listed twice", database.name));
+            }
+            if database.path.is_some() == database.postgres.is_some() {
+                return Err(format!(
+                    "database {:?}: give either `path` (SQLite) or `postgres` (a server URL)",
+                    database.name
+                ));
+            }
+            if database.database.is_some() && database.postgres.is_none() {
+                return Err(format!(
+                    "database {:?}: `database` names a database on a `postgres` server",
+                    database.name
+                ));
             }
         }
         let mut hashes = BTreeSet::new();

@@ -4,6 +4,7 @@
 
 use crate::config::{hash_key, ServeConfig};
 use merit_core::model::{ChatModel, Embedder};
+use merit_interact_env::{PostgresDatabase, PostgresServer};
 use merit_live::{
     Answer, AskRequest, Finalization, LiveConfig, LiveDeps, LiveError, LiveMemory, LiveStats,
     MemoryInfo, UserFeedback,
@@ -11,7 +12,7 @@ use merit_live::{
 use merit_repair::hints::{DatabaseHints, HintKinds};
 use merit_repair::prompts::initial::schema_from_database;
 use merit_repair::repair::{RepairAids, RepairLayout};
-use merit_sql::{ExecLimits, SqliteDatabase};
+use merit_sql::{Database, ExecLimits, SqliteDatabase};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -68,7 +69,7 @@ pub enum ServiceError {
 }
 
 struct Served {
-    database: Arc<SqliteDatabase>,
+    database: Arc<dyn Database>,
     schema: String,
 }
 
@@ -123,15 +124,32 @@ impl Service {
         for database in &config.databases {
             let failed = |message: String| StartError::Database {
                 name: database.name.clone(),
-                path: database.path.display().to_string(),
+                path: database.path.as_ref().map_or_else(
+                    || "PostgreSQL".to_string(),
+                    |file| file.display().to_string(),
+                ),
                 message,
             };
-            let opened = SqliteDatabase::open(&database.path).map_err(|e| failed(e.to_string()))?;
-            let schema = schema_from_database(&opened).map_err(|e| failed(e.to_string()))?;
+            let opened: Arc<dyn Database> = match (&database.path, &database.postgres) {
+                (Some(file), _) => {
+                    Arc::new(SqliteDatabase::open(file).map_err(|e| failed(e.to_string()))?)
+                }
+                (None, Some(url)) => {
+                    let server = PostgresServer::new(url).map_err(|e| failed(e.to_string()))?;
+                    let name = database.database.as_deref().unwrap_or(&database.name);
+                    Arc::new(
+                        PostgresDatabase::connect(&server, name)
+                            .map_err(|e| failed(e.to_string()))?,
+                    )
+                }
+                (None, None) => return Err(failed("neither a path nor a server".to_string())),
+            };
+            let schema =
+                schema_from_database(opened.as_ref()).map_err(|e| failed(e.to_string()))?;
             databases.insert(
                 database.name.clone(),
                 Served {
-                    database: Arc::new(opened),
+                    database: opened,
                     schema,
                 },
             );
@@ -161,7 +179,8 @@ impl Service {
             config
                 .databases
                 .iter()
-                .map(|d| (d.name.clone(), d.path.clone()))
+                // Hints and the grammar read SQLite catalogs; a PostgreSQL database has none.
+                .filter_map(|d| d.path.clone().map(|file| (d.name.clone(), file)))
                 .collect(),
         );
         let service = Service {

@@ -359,3 +359,101 @@ async fn memories_are_retired_restored_and_survive_a_restart() {
     let (_, answer) = ask(&service, KEY_A, "concert_singer").await;
     assert_eq!(answer["memories_used"][0]["id"], id);
 }
+
+/// Repairs toward the PostgreSQL spelling of the column (the copy keeps SQLite's case).
+struct QuotedFix;
+
+impl ChatModel for QuotedFix {
+    fn id(&self) -> String {
+        "quoted-fix".into()
+    }
+
+    fn chat(&self, _request: &ChatRequest) -> Result<ChatReply, ModelError> {
+        Ok(ChatReply {
+            text: "```sql\nSELECT \"Name\" FROM singer\n```".into(),
+            prompt_tokens: 1,
+            completion_tokens: 1,
+            latency: Duration::ZERO,
+            cached: false,
+            tool_calls: Vec::new(),
+        })
+    }
+}
+
+/// A database on PostgreSQL served like a SQLite one: the repair runs on the server, the
+/// prompts name PostgreSQL, and the confirmed repair becomes a memory.
+#[tokio::test]
+#[ignore = "needs PostgreSQL: set MERIT_TEST_POSTGRES_URL (bash scripts/setup-postgres.sh); run with --include-ignored, as CI does"]
+async fn a_postgresql_database_is_served_like_a_sqlite_one() {
+    let Ok(url) = std::env::var("MERIT_TEST_POSTGRES_URL") else {
+        panic!("MERIT_TEST_POSTGRES_URL is not set");
+    };
+    let server = merit_interact_env::PostgresServer::new(url.trim()).unwrap();
+    let sqlite = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data/spider/database/concert_singer/concert_singer.sqlite");
+    // The synchronous PostgreSQL driver runs outside the async runtime.
+    let template =
+        std::thread::spawn(move || server.ensure_sqlite_template("concert_singer", &sqlite))
+            .join()
+            .unwrap()
+            .unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let text = format!(
+        "state_dir = \"{}\"\n[[databases]]\nname = \"singers\"\npostgres = \"{}\"\n\
+         database = \"{template}\"\n[[keys]]\ntenant = \"acme\"\nsha256 = \"{}\"\n\
+         databases = [\"singers\"]\n",
+        state.path().display(),
+        url.trim(),
+        hash_key(KEY_A)
+    );
+    let config = ServeConfig::parse(&text).unwrap();
+    config.check().unwrap();
+    let embedder: Arc<dyn Embedder> = Arc::new(HashEmbedder::new(64));
+    let models = ServiceModels {
+        repair: Arc::new(QuotedFix),
+        initial: None,
+        embedder,
+    };
+    let service = std::thread::spawn(move || Service::start(config, models))
+        .join()
+        .unwrap()
+        .map(Arc::new)
+        .unwrap();
+    let body = json!({"database": "singers", "question": "Names of singers?",
+                      "sql": "SELECT \"Nme\" FROM singer"});
+    let (status, answer) = call(
+        &service,
+        "POST",
+        "/v1/ask",
+        Some(KEY_A),
+        Some(body.to_string()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["executed"], true, "{answer}");
+    assert_eq!(answer["rows"].as_array().unwrap().len(), 6);
+    assert!(
+        answer["attempts"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("does not exist"),
+        "{answer}"
+    );
+    assert_eq!(answer["attempts"][0]["failure_type"], "schema_linking");
+    let feedback = json!({"database": "singers", "episode": answer["episode"],
+                          "feedback": {"kind": "confirm"}});
+    let (status, done) = call(
+        &service,
+        "POST",
+        "/v1/feedback",
+        Some(KEY_A),
+        Some(feedback.to_string()),
+    )
+    .await;
+    assert_eq!(
+        (status, done["polarity"].clone()),
+        (StatusCode::OK, json!("positive"))
+    );
+    // Its connections close outside the runtime too.
+    std::thread::spawn(move || drop(service)).join().unwrap();
+}
