@@ -14,17 +14,17 @@ use std::sync::Arc;
 use std::time::Duration;
 use tower::ServiceExt;
 
-/// Always proposes the same repair.
-struct AlwaysFix;
+/// Proposes the same repair every time.
+struct Fixed(&'static str);
 
-impl ChatModel for AlwaysFix {
+impl ChatModel for Fixed {
     fn id(&self) -> String {
-        "always-fix".into()
+        format!("fixed:{}", self.0)
     }
 
     fn chat(&self, _request: &ChatRequest) -> Result<ChatReply, ModelError> {
         Ok(ChatReply {
-            text: "```sql\nSELECT Name FROM singer\n```".into(),
+            text: format!("```sql\n{}\n```", self.0),
             prompt_tokens: 1,
             completion_tokens: 1,
             latency: Duration::ZERO,
@@ -79,7 +79,7 @@ databases = ["pets_1"]
 fn service(state: &Path) -> Arc<Service> {
     let embedder: Arc<dyn Embedder> = Arc::new(HashEmbedder::new(64));
     let models = ServiceModels {
-        repair: Arc::new(AlwaysFix),
+        repair: Arc::new(Fixed("SELECT Name FROM singer")),
         initial: None,
         embedder,
     };
@@ -360,26 +360,6 @@ async fn memories_are_retired_restored_and_survive_a_restart() {
     assert_eq!(answer["memories_used"][0]["id"], id);
 }
 
-/// Repairs toward the PostgreSQL spelling of the column (the copy keeps SQLite's case).
-struct QuotedFix;
-
-impl ChatModel for QuotedFix {
-    fn id(&self) -> String {
-        "quoted-fix".into()
-    }
-
-    fn chat(&self, _request: &ChatRequest) -> Result<ChatReply, ModelError> {
-        Ok(ChatReply {
-            text: "```sql\nSELECT \"Name\" FROM singer\n```".into(),
-            prompt_tokens: 1,
-            completion_tokens: 1,
-            latency: Duration::ZERO,
-            cached: false,
-            tool_calls: Vec::new(),
-        })
-    }
-}
-
 /// A database on PostgreSQL served like a SQLite one: the repair runs on the server, the
 /// prompts name PostgreSQL, and the confirmed repair becomes a memory.
 #[tokio::test]
@@ -410,7 +390,8 @@ async fn a_postgresql_database_is_served_like_a_sqlite_one() {
     config.check().unwrap();
     let embedder: Arc<dyn Embedder> = Arc::new(HashEmbedder::new(64));
     let models = ServiceModels {
-        repair: Arc::new(QuotedFix),
+        // The copy keeps SQLite's identifier case, so the repair quotes the column.
+        repair: Arc::new(Fixed("SELECT \"Name\" FROM singer")),
         initial: None,
         embedder,
     };

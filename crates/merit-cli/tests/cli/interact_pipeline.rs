@@ -113,6 +113,28 @@ fn task(id: &str, request: &str) -> Value {
     })
 }
 
+/// Six requests for the same count on the mini-interact `alien` database.
+const WARM_REQUESTS: [&str; 6] = [
+    "How many observatories have warm weather?",
+    "Count observatories with hot weather.",
+    "How many observatories are warm?",
+    "Count the warm observatories.",
+    "How many observatories report hot weather?",
+    "Count observatories where the weather is warm.",
+];
+
+/// A task file in `dir` with one task per request, ids `alien_{prefix}NN`.
+fn write_tasks(dir: &Path, prefix: &str, requests: &[&str]) -> PathBuf {
+    let tasks: Vec<String> = requests
+        .iter()
+        .enumerate()
+        .map(|(n, r)| task(&format!("alien_{prefix}{n:02}"), r).to_string())
+        .collect();
+    let path = dir.join("tasks.jsonl");
+    std::fs::write(&path, tasks.join("\n")).unwrap();
+    path
+}
+
 /// Runs `merit` with the server's flags appended where the command takes them.
 fn merit(args: &[&str], server: &str, cache: &Path, chat: bool) -> String {
     let mut command = Command::new(env!("CARGO_BIN_EXE_merit"));
@@ -146,21 +168,7 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
     let server = crate::stand_in::serve(chat, &WORDS);
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");
-    let requests = [
-        "How many observatories have warm weather?",
-        "Count observatories with hot weather.",
-        "How many observatories are warm?",
-        "Count the warm observatories.",
-        "How many observatories report hot weather?",
-        "Count observatories where the weather is warm.",
-    ];
-    let tasks: Vec<String> = requests
-        .iter()
-        .enumerate()
-        .map(|(n, r)| task(&format!("alien_99{n:02}"), r).to_string())
-        .collect();
-    let task_file = dir.path().join("tasks.jsonl");
-    std::fs::write(&task_file, tasks.join("\n")).unwrap();
+    let task_file = write_tasks(dir.path(), "99", &WARM_REQUESTS);
     let (tasks_arg, root) = (task_file.to_str().unwrap(), mini_root());
     let root = root.to_str().unwrap();
     let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
@@ -1345,19 +1353,7 @@ fn an_interact_run_killed_anywhere_resumes_to_the_uninterrupted_files() {
     let server = crate::stand_in::serve(chat, &WORDS);
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");
-    let requests = [
-        "How many observatories have warm weather?",
-        "Count observatories with hot weather.",
-        "How many observatories are warm?",
-        "Count the warm observatories.",
-    ];
-    let tasks: Vec<String> = requests
-        .iter()
-        .enumerate()
-        .map(|(n, r)| task(&format!("alien_98{n:02}"), r).to_string())
-        .collect();
-    let task_file = dir.path().join("tasks.jsonl");
-    std::fs::write(&task_file, tasks.join("\n")).unwrap();
+    let task_file = write_tasks(dir.path(), "98", &WARM_REQUESTS[..4]);
     let root = mini_root();
     let command = |out: &Path| {
         let mut command = Command::new(env!("CARGO_BIN_EXE_merit"));
@@ -1396,7 +1392,7 @@ fn an_interact_run_killed_anywhere_resumes_to_the_uninterrupted_files() {
     let mut kills = 0;
     for trial in 0..20u64 {
         let out = dir.path().join(format!("trial-{trial}"));
-        kills += kill_until_done(&command, &out, span, trial, usize::MAX);
+        kills += kill_until_done(&command, &out, span, trial, 5);
         assert_same_files(&run_files(&out), &expected, trial);
     }
     assert!(
@@ -1408,8 +1404,9 @@ fn an_interact_run_killed_anywhere_resumes_to_the_uninterrupted_files() {
 
 /// Starts `command(out)` and kills it with SIGKILL at a point of a run lasting `span_us`
 /// (different for each `trial` and attempt), again and again until a start reaches the end
-/// or `max_kills` kills landed; then starts it once more (finding the work done, or finishing
-/// it). Returns the kills.
+/// or `max_kills` kills landed (on a loaded machine start-up alone can outlast the measured
+/// span, and a trial must still end); then starts it once more (finding the work done, or
+/// finishing it). Returns the kills.
 fn kill_until_done(
     command: &dyn Fn(&Path) -> Command,
     out: &Path,
@@ -1480,21 +1477,7 @@ fn prm_annotation_and_selector_training_killed_anywhere_end_as_uninterrupted() {
     let server = crate::stand_in::serve(chat, &WORDS);
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");
-    let requests = [
-        "How many observatories have warm weather?",
-        "Count observatories with hot weather.",
-        "How many observatories are warm?",
-        "Count the warm observatories.",
-        "How many observatories report hot weather?",
-        "Count observatories where the weather is warm.",
-    ];
-    let tasks: Vec<String> = requests
-        .iter()
-        .enumerate()
-        .map(|(n, r)| task(&format!("alien_97{n:02}"), r).to_string())
-        .collect();
-    let task_file = dir.path().join("tasks.jsonl");
-    std::fs::write(&task_file, tasks.join("\n")).unwrap();
+    let task_file = write_tasks(dir.path(), "97", &WARM_REQUESTS);
     let (tasks_arg, root) = (task_file.to_str().unwrap(), mini_root());
     let root = root.to_str().unwrap();
     let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
@@ -1551,7 +1534,7 @@ fn prm_annotation_and_selector_training_killed_anywhere_end_as_uninterrupted() {
     let mut kills = 0;
     for trial in 0..20u64 {
         let out = dir.path().join(format!("annotate-{trial}"));
-        kills += kill_until_done(&annotate, &out, span, trial, usize::MAX);
+        kills += kill_until_done(&annotate, &out, span, trial, 5);
         assert_same_files(&run_files(&out), &expected, trial);
     }
     // Annotation from a full reply cache takes a moment, so some kills come too late; the
