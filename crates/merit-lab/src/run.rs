@@ -16,8 +16,8 @@ use crate::stream::stream_order;
 use merit_core::episode::EpisodeRecord;
 use merit_journal::settings::SettingsError;
 use merit_repair::repair::{
-    run_episode, AttemptView, EpisodeDeps, EpisodeError, EpisodeSettings, FailureClassifier,
-    FinalizedEpisode, QuestionView, RepairMemory,
+    run_episode, AttemptView, EndedEpisode, EpisodeDeps, EpisodeError, EpisodeSettings,
+    FailureClassifier, QuestionView, RepairMemory,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -260,7 +260,7 @@ fn run_stream(
             let views = attempt_views(record, deps.classifier)
                 .map_err(|message| RunError::Mismatch(format!("{}: {message}", log.display())))?;
             let written = memory
-                .finalize(&FinalizedEpisode {
+                .finalize(&EndedEpisode {
                     position,
                     question: &prepared.view,
                     schema: &prepared.schema,

@@ -8,8 +8,8 @@ use merit_lab::run::{
     RunPlan, StreamSpec,
 };
 use merit_repair::repair::{
-    EpisodeDeps, EpisodeSettings, FailureClassifier, FinalizedEpisode, Judge, JudgeError,
-    MemoryError, Precedent, PrecedentPolarity, QuestionView, RepairMemory, RetrievalRequest,
+    EndedEpisode, EpisodeDeps, EpisodeSettings, FailureClassifier, Judge, JudgeError, Precedent,
+    PrecedentPolarity, QuestionView, RepairMemory, RepairMemoryError, RetrievalRequest,
 };
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -83,7 +83,10 @@ struct ListMemory {
 }
 
 impl RepairMemory for ListMemory {
-    fn retrieve(&self, request: &RetrievalRequest<'_>) -> Result<Vec<Precedent>, MemoryError> {
+    fn retrieve(
+        &self,
+        request: &RetrievalRequest<'_>,
+    ) -> Result<Vec<Precedent>, RepairMemoryError> {
         assert!(self.entries.iter().all(|(p, _)| *p < request.position));
         Ok(self
             .entries
@@ -103,7 +106,10 @@ impl RepairMemory for ListMemory {
             .collect())
     }
 
-    fn finalize(&mut self, episode: &FinalizedEpisode<'_>) -> Result<Option<String>, MemoryError> {
+    fn finalize(
+        &mut self,
+        episode: &EndedEpisode<'_>,
+    ) -> Result<Option<String>, RepairMemoryError> {
         if !episode.solved {
             return Ok(None);
         }
@@ -112,7 +118,7 @@ impl RepairMemory for ListMemory {
         let mut text = std::fs::read_to_string(&self.file).unwrap_or_default();
         text.push_str(&id);
         text.push('\n');
-        std::fs::write(&self.file, text).map_err(|e| MemoryError(e.to_string()))?;
+        std::fs::write(&self.file, text).map_err(|e| RepairMemoryError(e.to_string()))?;
         Ok(Some(id))
     }
 }

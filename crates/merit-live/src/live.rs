@@ -22,8 +22,8 @@ use merit_repair::extract::extract_sql;
 use merit_repair::memory::{memory_episode, precedent_of, retrieval_query, RuleClassifier};
 use merit_repair::prompts::initial::{dialect_name, initial_request, InitialTask};
 use merit_repair::repair::{
-    run_episode, AttemptView, EpisodeDeps, EpisodeSettings, FailureClassifier, FinalizedEpisode,
-    MemoryError as RepairMemoryError, Precedent, QuestionView, RepairMemory, RetrievalRequest,
+    run_episode, AttemptView, EndedEpisode, EpisodeDeps, EpisodeSettings, FailureClassifier,
+    Precedent, QuestionView, RepairMemory, RepairMemoryError, RetrievalRequest,
 };
 use merit_sql::{Database, Value};
 use std::cell::RefCell;
@@ -134,7 +134,7 @@ impl RepairMemory for Retriever<'_> {
 
     fn finalize(
         &mut self,
-        _episode: &FinalizedEpisode<'_>,
+        _episode: &EndedEpisode<'_>,
     ) -> Result<Option<String>, RepairMemoryError> {
         // Live episodes are finalized by feedback or the wait, not when the loop ends.
         Ok(None)
@@ -636,7 +636,7 @@ impl LiveMemory {
             })
             .collect();
         let solved = views.last().is_some_and(|v| v.status.is_correct());
-        let finalized = FinalizedEpisode {
+        let finalized = EndedEpisode {
             position: position as usize,
             question: &question,
             schema: &pending.asked.schema,

@@ -1,13 +1,13 @@
 //! The bridge between the repair episode and `merit-memory`.
 //!
 //! The episode speaks [`RepairMemory`]; `merit-memory` keeps its own causal types
-//! (`Episode`, `FinalizedEpisode`, `MemoryView`). This adapter turns a retrieval request into
+//! (`Episode`, `EndedEpisode`, `MemoryView`). This adapter turns a retrieval request into
 //! a view at the episode's stream position and query, and a finished episode into
 //! `Episode::begin` → `record` … → `finalize` → `commit`, so every entry still enters memory
 //! only through the memory crate's own finalization.
 
 use crate::repair::{
-    FailureClassifier, FinalizedEpisode, MemoryError, Precedent, PrecedentPolarity, RepairMemory,
+    EndedEpisode, FailureClassifier, Precedent, PrecedentPolarity, RepairMemory, RepairMemoryError,
     RetrievalRequest,
 };
 use merit_core::failure::Classification;
@@ -51,9 +51,9 @@ impl MeritMemory {
         policy: FinalizePolicy,
         embedder: Arc<dyn Embedder>,
         method: &str,
-    ) -> Result<MeritMemory, MemoryError> {
+    ) -> Result<MeritMemory, RepairMemoryError> {
         let (memory, _) = PersistentMemory::open(dir, embedder.as_ref())
-            .map_err(|e| MemoryError(e.to_string()))?;
+            .map_err(|e| RepairMemoryError(e.to_string()))?;
         Ok(MeritMemory {
             memory,
             config,
@@ -100,10 +100,10 @@ pub fn precedent_of(entry: &MemoryEntry) -> Precedent {
 /// prompt's and retrieval's); `None` for an episode without attempts. The caller finalizes it
 /// under its policy and commits it.
 pub fn memory_episode(
-    episode: &FinalizedEpisode<'_>,
+    episode: &EndedEpisode<'_>,
     method: &str,
     time: &str,
-) -> Result<Option<Episode>, MemoryError> {
+) -> Result<Option<Episode>, RepairMemoryError> {
     let question = episode.question;
     let source = EpisodeSource {
         query_id: question.id.clone(),
@@ -132,13 +132,16 @@ pub fn memory_episode(
     let mut open = Episode::begin(source, attempt(first));
     for view in attempts {
         open.record(attempt(view))
-            .map_err(|e| MemoryError(e.to_string()))?;
+            .map_err(|e| RepairMemoryError(e.to_string()))?;
     }
     Ok(Some(open))
 }
 
 impl RepairMemory for MeritMemory {
-    fn retrieve(&self, request: &RetrievalRequest<'_>) -> Result<Vec<Precedent>, MemoryError> {
+    fn retrieve(
+        &self,
+        request: &RetrievalRequest<'_>,
+    ) -> Result<Vec<Precedent>, RepairMemoryError> {
         let view = self
             .memory
             .memory()
@@ -149,7 +152,7 @@ impl RepairMemory for MeritMemory {
                 &self.config,
                 self.embedder.as_ref(),
             )
-            .map_err(|e| MemoryError(e.to_string()))?;
+            .map_err(|e| RepairMemoryError(e.to_string()))?;
         Ok(retrieval
             .precedents
             .iter()
@@ -157,7 +160,10 @@ impl RepairMemory for MeritMemory {
             .collect())
     }
 
-    fn finalize(&mut self, episode: &FinalizedEpisode<'_>) -> Result<Option<String>, MemoryError> {
+    fn finalize(
+        &mut self,
+        episode: &EndedEpisode<'_>,
+    ) -> Result<Option<String>, RepairMemoryError> {
         // No wall-clock time: identical inputs must give byte-identical memory files.
         let Some(open) = memory_episode(episode, &self.method, "")? else {
             return Ok(None);
@@ -166,6 +172,6 @@ impl RepairMemory for MeritMemory {
         self.memory
             .commit(finalized, self.embedder.as_ref())
             .map(|id| id.map(|id| id.to_string()))
-            .map_err(|e| MemoryError(e.to_string()))
+            .map_err(|e| RepairMemoryError(e.to_string()))
     }
 }

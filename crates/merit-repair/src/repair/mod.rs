@@ -126,9 +126,10 @@ pub struct RetrievalRequest<'a> {
     pub step: u32,
 }
 
-/// A finished episode handed to the memory.
+/// A finished episode handed to the memory (the memory turns it into its own
+/// `merit_memory::FinalizedEpisode`, hence the other name).
 #[derive(Debug, Clone, Copy)]
-pub struct FinalizedEpisode<'a> {
+pub struct EndedEpisode<'a> {
     /// Stream position.
     pub position: usize,
     /// The question.
@@ -144,15 +145,17 @@ pub struct FinalizedEpisode<'a> {
 /// Why the memory failed (IO, typically). Fatal for the run: nothing may be lost silently.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("memory: {0}")]
-pub struct MemoryError(pub String);
+pub struct RepairMemoryError(pub String);
 
 /// Cross-query memory as the episode uses it.
 pub trait RepairMemory {
     /// Precedents for the next revision.
-    fn retrieve(&self, request: &RetrievalRequest<'_>) -> Result<Vec<Precedent>, MemoryError>;
+    fn retrieve(&self, request: &RetrievalRequest<'_>)
+        -> Result<Vec<Precedent>, RepairMemoryError>;
 
     /// Learns from a finished episode; returns the id of the entry written, if any.
-    fn finalize(&mut self, episode: &FinalizedEpisode<'_>) -> Result<Option<String>, MemoryError>;
+    fn finalize(&mut self, episode: &EndedEpisode<'_>)
+        -> Result<Option<String>, RepairMemoryError>;
 }
 
 /// The Iterative baseline's memory: nothing retrieved, nothing kept.
@@ -160,11 +163,11 @@ pub trait RepairMemory {
 pub struct NoMemory;
 
 impl RepairMemory for NoMemory {
-    fn retrieve(&self, _: &RetrievalRequest<'_>) -> Result<Vec<Precedent>, MemoryError> {
+    fn retrieve(&self, _: &RetrievalRequest<'_>) -> Result<Vec<Precedent>, RepairMemoryError> {
         Ok(Vec::new())
     }
 
-    fn finalize(&mut self, _: &FinalizedEpisode<'_>) -> Result<Option<String>, MemoryError> {
+    fn finalize(&mut self, _: &EndedEpisode<'_>) -> Result<Option<String>, RepairMemoryError> {
         Ok(None)
     }
 }
@@ -284,7 +287,7 @@ pub enum EpisodeError {
         /// The question.
         question_id: String,
         /// The memory error.
-        source: MemoryError,
+        source: RepairMemoryError,
     },
 }
 
@@ -545,7 +548,7 @@ pub fn run_episode(
             records[last].failure_type = Some(failure.failure_type);
         }
         memory
-            .finalize(&FinalizedEpisode {
+            .finalize(&EndedEpisode {
                 position,
                 question,
                 schema,

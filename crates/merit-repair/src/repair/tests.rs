@@ -134,7 +134,10 @@ struct RecordingMemory {
 }
 
 impl RepairMemory for RecordingMemory {
-    fn retrieve(&self, request: &RetrievalRequest<'_>) -> Result<Vec<Precedent>, MemoryError> {
+    fn retrieve(
+        &self,
+        request: &RetrievalRequest<'_>,
+    ) -> Result<Vec<Precedent>, RepairMemoryError> {
         self.retrievals.borrow_mut().push((
             request.position,
             request.current_sql.to_string(),
@@ -143,7 +146,10 @@ impl RepairMemory for RecordingMemory {
         Ok(self.precedents.clone())
     }
 
-    fn finalize(&mut self, episode: &FinalizedEpisode<'_>) -> Result<Option<String>, MemoryError> {
+    fn finalize(
+        &mut self,
+        episode: &EndedEpisode<'_>,
+    ) -> Result<Option<String>, RepairMemoryError> {
         self.finalized
             .push((episode.position, episode.attempts.len(), episode.solved));
         Ok(Some(format!("m{}", episode.position)))
