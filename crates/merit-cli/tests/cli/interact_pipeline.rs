@@ -1599,3 +1599,85 @@ fn prm_annotation_and_selector_training_killed_anywhere_end_as_uninterrupted() {
          trials each, every output identical"
     );
 }
+
+/// Issue 22, storage faults: a disk that fills up (a file-size limit, its signal ignored so
+/// that writes fail with EFBIG as on a full disk) stops `merit interact run` with an error
+/// that says what failed, and leaves nothing corrupt: run again with room, the run directory ends
+/// byte-identical to an uninterrupted run's.
+#[test]
+fn a_full_disk_stops_an_interact_run_cleanly_and_it_resumes() {
+    let server = crate::stand_in::serve(chat, &WORDS);
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let task_file = write_tasks(dir.path(), "96", &WARM_REQUESTS[..4]);
+    let root = mini_root();
+    let args = |out: &Path| -> Vec<String> {
+        let mut args: Vec<String> = ["interact", "run", "--memory", "cosine", "--tasks"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        for extra in [
+            task_file.display().to_string(),
+            "--db-root".into(),
+            root.display().to_string(),
+            "--out".into(),
+            out.display().to_string(),
+            "--llm-url".into(),
+            server.clone(),
+            "--llm-model".into(),
+            "stand-in".into(),
+            "--embed-url".into(),
+            server.clone(),
+            "--embed-model".into(),
+            "words".into(),
+            "--cache".into(),
+            cache.display().to_string(),
+        ] {
+            args.push(extra);
+        }
+        args
+    };
+    let plain = |out: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_merit"))
+            .args(args(out))
+            .output()
+            .unwrap()
+    };
+    assert!(plain(&dir.path().join("warm-up")).status.success());
+    let reference = dir.path().join("reference");
+    assert!(plain(&reference).status.success());
+    let expected = run_files(&reference);
+    let largest = expected.values().map(Vec::len).max().unwrap() as u64;
+
+    // A limit below the largest file, in 1 KiB blocks: the run cannot finish.
+    let out = dir.path().join("full-disk");
+    let script = format!(
+        "trap '' XFSZ; ulimit -f {}; exec \"$0\" \"$@\"",
+        (largest / 1024 / 2).max(1)
+    );
+    let full = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .arg(env!("CARGO_BIN_EXE_merit"))
+        .args(args(&out))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&full.stderr);
+    assert!(
+        !full.status.success(),
+        "the run fit under the limit: {stderr}"
+    );
+    // The first write over the limit is the episode's working copy of the database (larger
+    // than any log line); the error says what failed and how to continue.
+    assert!(
+        stderr.contains("error:")
+            && stderr.contains("File too large")
+            && stderr.contains("run the same command again"),
+        "a clear error: {stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    // With room again, the same command finishes the run, and nothing written before the
+    // failure is corrupt.
+    assert!(plain(&out).status.success());
+    assert_same_files(&run_files(&out), &expected, 0);
+}

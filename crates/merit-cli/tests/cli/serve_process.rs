@@ -303,3 +303,92 @@ fn the_live_experiment_runs_its_arms_and_reports_them() {
         "a finished experiment reports the same again"
     );
 }
+
+/// Issue 22, storage faults: a repair run whose episode logs outgrow a full disk (a file-size
+/// limit, its signal ignored so that writes fail with EFBIG) stops with a clear error; the
+/// append that failed is cut back, so the same command with room again ends byte-identical
+/// to a run that never failed.
+#[test]
+fn a_full_disk_stops_a_repair_run_cleanly_and_it_resumes() {
+    let models = crate::stand_in::serve(initial_fails, &WORDS);
+    let dir = tempfile::tempdir().unwrap();
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../demo/spider-sample");
+    let cache = dir.path().join("replies");
+    let args = |out: &Path, resume: bool| -> Vec<String> {
+        let mut args: Vec<String> = vec![
+            "run".into(),
+            "--data".into(),
+            sample.display().to_string(),
+            "--db-dir".into(),
+            sample.join("database").display().to_string(),
+        ];
+        for extra in [
+            "--methods",
+            "iterative,merit",
+            "--seeds",
+            "0",
+            "--limit",
+            "12",
+            "--k",
+            "2",
+            "--llm-url",
+            &models,
+            "--llm-model",
+            "stand-in",
+            "--embed-url",
+            &models,
+            "--embed-model",
+            "e",
+        ] {
+            args.push(extra.to_string());
+        }
+        args.push("--cache".into());
+        args.push(cache.display().to_string());
+        args.push(if resume { "--resume" } else { "--out" }.into());
+        args.push(out.display().to_string());
+        args
+    };
+    let run = |out: &Path, resume: bool| merit().args(args(out, resume)).output().unwrap();
+    assert!(run(&dir.path().join("warm-up"), false).status.success());
+    let reference = dir.path().join("reference");
+    assert!(run(&reference, false).status.success());
+    let episodes = |dir: &Path| {
+        ["iterative-seed0.jsonl", "merit-seed0.jsonl"]
+            .map(|name| std::fs::read(dir.join("episodes").join(name)).unwrap())
+    };
+    let expected = episodes(&reference);
+    let limit_kib = (expected[1].len() / 1024 / 2).max(1);
+
+    let out = dir.path().join("full-disk");
+    let full = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "trap '' XFSZ; ulimit -f {limit_kib}; exec \"$0\" \"$@\""
+        ))
+        .arg(env!("CARGO_BIN_EXE_merit"))
+        .args(args(&out, false))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&full.stderr);
+    assert!(
+        !full.status.success(),
+        "the run fit under the limit: {stderr}"
+    );
+    assert!(
+        stderr.contains("File too large") && stderr.contains("merit run --resume"),
+        "a clear error saying how to continue: {stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    eprintln!("the full disk: {stderr}");
+    let resumed = run(&out, true);
+    assert!(
+        resumed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    assert_eq!(
+        episodes(&out),
+        expected,
+        "the resumed logs equal the uninterrupted ones"
+    );
+}
