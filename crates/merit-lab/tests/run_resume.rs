@@ -195,10 +195,18 @@ fn settings() -> EpisodeSettings {
 }
 
 fn run(dir: &Path, model: &PromptModel) -> Result<(), merit_lab::run::RunError> {
+    run_with(dir, model, &Classifier)
+}
+
+fn run_with(
+    dir: &Path,
+    model: &PromptModel,
+    classifier: &dyn FailureClassifier,
+) -> Result<(), merit_lab::run::RunError> {
     let deps = EpisodeDeps {
         model,
         judge: &FixJudge,
-        classifier: &Classifier,
+        classifier,
         database_aids: None,
     };
     let (streams, questions, settings) = (streams(), questions(), settings());
@@ -299,4 +307,39 @@ fn a_manifest_for_different_settings_is_refused() {
     ensure_manifest(dir.path(), &serde_json::json!({"k": 7})).unwrap();
     let error = ensure_manifest(dir.path(), &serde_json::json!({"k": 5})).unwrap_err();
     assert!(error.to_string().contains("different run"), "{error}");
+}
+
+/// Another classifier than the one that wrote the log.
+struct OtherClassifier;
+
+impl FailureClassifier for OtherClassifier {
+    fn classify(&self, _: Status, _: Option<&str>) -> Classification {
+        Classification {
+            failure_type: FailureType::SchemaLinking,
+            rule: "test-always-schema",
+        }
+    }
+}
+
+/// The log keeps each failure's type, and a resume replays it into memory with the run's
+/// classifier: one that labels the logged attempts otherwise would rebuild another memory
+/// than the run had, so the resume is refused, naming the log and both types.
+#[test]
+fn a_log_written_by_another_classifier_is_refused_on_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = || PromptModel {
+        calls: AtomicUsize::new(0),
+        fail_after: None,
+    };
+    run(dir.path(), &model()).unwrap();
+    let error = run_with(dir.path(), &model(), &OtherClassifier)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("result_mismatch") && error.contains("schema_linking"),
+        "{error}"
+    );
+    assert!(error.contains(".jsonl"), "{error}");
+    // The same classifier resumes as before.
+    run(dir.path(), &model()).unwrap();
 }

@@ -383,3 +383,62 @@ fn retired_entries_are_listed_but_never_retrieved_until_restored() {
     );
     assert!(error.to_string().contains("m7"), "{error}");
 }
+
+/// An attempt handed over with the caller's label keeps it: the entry's failure type and rule
+/// are the caller's, not a second classification of the same text.
+#[test]
+fn a_label_handed_over_with_an_attempt_is_the_one_the_entry_keeps() {
+    use merit_core::failure::{Classification, FailureType};
+    let embedder = HashEmbedder::new(32);
+    let mut memory = merit_memory::Memory::for_embedder(&embedder);
+    let source = EpisodeSource::from_question(
+        &question(0),
+        "CREATE TABLE singer (name text)",
+        StreamPos(0),
+        "merit",
+        "t",
+    );
+    let failing = Feedback {
+        status: Status::ExecutionError,
+        error: Some("no such column: nme".into()),
+    };
+    let label = Classification {
+        failure_type: FailureType::Unknown,
+        rule: "caller-rule",
+    };
+    let mut episode = Episode::begin(
+        source,
+        Attempt::classified("SELECT nme FROM singer", failing, Some(label)),
+    );
+    episode
+        .record(Attempt::new("SELECT name FROM singer", Feedback::correct()))
+        .unwrap();
+    let id = memory
+        .commit(
+            episode.finalize(FinalizePolicy::PositiveAndNegative),
+            &embedder,
+        )
+        .unwrap()
+        .unwrap();
+    let entry = memory.view_all().get(id).unwrap();
+    assert_eq!(entry.failure_type, FailureType::Unknown);
+    assert_eq!(entry.failure_rule, "caller-rule");
+    // Without a label, the attempt is classified where it is made.
+    let plain = Attempt::new(
+        "SELECT nme FROM singer",
+        Feedback {
+            status: Status::ExecutionError,
+            error: Some("no such column: nme".into()),
+        },
+    );
+    assert_eq!(
+        plain.failure().map(|c| c.failure_type),
+        Some(FailureType::SchemaLinking)
+    );
+    // A correct attempt never carries a label.
+    assert!(
+        Attempt::classified("SELECT 1", Feedback::correct(), Some(label))
+            .failure()
+            .is_none()
+    );
+}

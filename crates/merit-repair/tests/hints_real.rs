@@ -157,3 +157,24 @@ fn a_column_of_another_table_of_the_query_is_named_with_its_alias_and_joins_once
     let distinct: std::collections::BTreeSet<&String> = hints.iter().collect();
     assert_eq!(distinct.len(), hints.len(), "no hint twice: {hints:?}");
 }
+
+/// The hint source over named files (a service's configured databases) answers for the names
+/// it was given, under those names, and for nothing else.
+#[test]
+fn the_hint_source_over_named_files_answers_for_those_names_only() {
+    let files = std::collections::HashMap::from([(
+        "airline_db".to_string(),
+        database_dir().join("flight_2").join("flight_2.sqlite"),
+    )]);
+    let source = DatabaseHints::for_files(files);
+    let hints = source.hints(
+        "airline_db",
+        "SELECT Airline FROM airlines WHERE FlightNo < 200",
+        Status::ExecutionError,
+        Some("no such column: FlightNo"),
+        ALL,
+    );
+    assert_eq!(hints.len(), 1, "{hints:?}");
+    assert!(source.sql_grammar("airline_db").is_some());
+    assert!(source.sql_grammar("flight_2").is_none());
+}
