@@ -157,7 +157,7 @@ fn validate(args: &ClassifyArgs) -> Result<()> {
             .collect();
         let document = json!({ "report": found.report, "pairs": items });
         let text = serde_json::to_string_pretty(&document)?;
-        crate::files::write_atomically(out, text.as_bytes())?;
+        crate::files::write_result_file(out, text.as_bytes())?;
         say!("wrote {}", out.display());
     }
     Ok(())

@@ -1,6 +1,6 @@
 //! `merit eval`: official-format evaluation and golden-style pair files.
 
-use crate::files::{progress_bar, write_atomically};
+use crate::files::{progress_bar, write_result_file};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use merit_core::Difficulty;
@@ -155,7 +155,7 @@ fn write_verdicts(path: &Path, inputs: &[PairInput], results: &[PairResult]) -> 
         text.push_str(&record.to_string());
         text.push('\n');
     }
-    write_atomically(path, text.as_bytes())
+    write_result_file(path, text.as_bytes())
 }
 
 fn print_summary(summary: &Summary) -> Result<()> {
@@ -377,7 +377,7 @@ fn run_pairs(
         text.push('\n');
     }
     match &args.out {
-        Some(out) => write_atomically(out, text.as_bytes())?,
+        Some(out) => write_result_file(out, text.as_bytes())?,
         None => print!("{text}"),
     }
     if args.json {

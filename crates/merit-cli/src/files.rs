@@ -3,11 +3,11 @@
 use anyhow::{Context, Result};
 use std::path::Path;
 
-/// Writes `contents` to `path` atomically (see [`merit_lab::run::write_atomically`]):
-/// readers see the old file or the new one, never a part.
-pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
-    merit_lab::run::write_atomically(path, contents)?;
-    Ok(())
+/// Writes a result file atomically ([`merit_core::fs::write_atomically`]): readers see the
+/// old file or the new one, never a part; a failure names the file.
+pub fn write_result_file(path: &Path, contents: &[u8]) -> Result<()> {
+    merit_core::fs::write_atomically(path, contents)
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// Claims the run directory `dir` for this process (see [`merit_core::fs::lock_folder`]), or

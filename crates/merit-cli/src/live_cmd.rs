@@ -114,8 +114,8 @@ pub fn run(args: LiveExperimentArgs) -> Result<()> {
         &series,
         &order,
     );
-    crate::files::write_atomically(&out.join("report.md"), report.as_bytes())?;
-    crate::files::write_atomically(&out.join("accuracy-over-stream.svg"), svg.as_bytes())?;
+    crate::files::write_result_file(&out.join("report.md"), report.as_bytes())?;
+    crate::files::write_result_file(&out.join("accuracy-over-stream.svg"), svg.as_bytes())?;
     print!("{report}");
     eprintln!("report: {}", out.join("report.md").display());
     Ok(())

@@ -44,8 +44,11 @@ pub fn persist(temporary: &Path, path: &Path) -> io::Result<()> {
 }
 
 /// Writes `bytes` to `path` atomically: a temporary file beside it, synced, renamed over it.
-/// The folder must exist.
+/// A missing folder is created first.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    if let Some(folder) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(folder)?;
+    }
     let temporary = temporary_beside(path);
     let written = File::create(&temporary).and_then(|mut file| file.write_all(bytes));
     if let Err(error) = written {

@@ -282,12 +282,7 @@ impl AppendFile {
     }
 
     pub(crate) fn append<T: Serialize>(&mut self, record: &T) -> Result<(), GenError> {
-        let line = jsonl::to_line(record).map_err(|e| GenError::Corrupt {
-            path: self.appender.path().to_path_buf(),
-            line: 0,
-            message: format!("cannot serialise a record: {e}"),
-        })?;
-        self.appender.append(&line).map_err(from_jsonl)
+        self.appender.append_record(record).map_err(from_jsonl)
     }
 }
 

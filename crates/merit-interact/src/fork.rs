@@ -22,8 +22,12 @@ use crate::runlog::EpisodeRecord;
 use crate::simulator::UserSimulator;
 use crate::task::{Task, TaskSet};
 use merit_core::model::Embedder;
+use merit_journal::jsonl::{self, Appender, JsonlError, Tail};
+use merit_journal::resume::{Settled, Step};
 use serde::{Deserialize, Serialize};
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 /// One arm of the counterfactual: its name and turn-level selector (`None`: no memory).
 pub struct ForkArm<'a> {
@@ -37,7 +41,7 @@ pub struct ForkArm<'a> {
 pub struct ForkSpec<'a> {
     /// The tasks of the logged episodes.
     pub set: &'a TaskSet,
-    /// The logged episodes; those with fewer than `turn` turns are skipped.
+    /// The logged episodes to fork; those with fewer than `turn` turns are skipped.
     pub records: &'a [EpisodeRecord],
     /// The frozen turn t (1-based): replies 1..t−1 are replayed, turn t is the first new one.
     pub turn: usize,
@@ -84,41 +88,150 @@ pub struct ForkSummary {
     pub mean_reward: f64,
 }
 
-/// Forks every logged episode with at least `spec.turn` turns once per arm (see the module
-/// docs). `make_backend` opens a fresh database per fork; `make_simulator` builds the
-/// simulator (a cached model simulator repeats the logged answers for the replayed turns).
+/// Why a counterfactual run stopped. Forks already logged stay; rerun to continue.
+#[derive(Debug, thiserror::Error)]
+pub enum ForkError {
+    /// The fork log could not be read or written.
+    #[error(transparent)]
+    Log(#[from] JsonlError),
+    /// A fork failed (model backend down, database IO).
+    #[error("fork of `{instance_id}` with {arm}: {source}")]
+    Fork {
+        /// The forked task.
+        instance_id: String,
+        /// The arm.
+        arm: String,
+        /// The failure.
+        source: AgentError,
+    },
+}
+
+/// What [`fork_episodes`] found and did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ForkRun {
+    /// Every fork, episode by episode and, within one, in the order of the arms (whether it
+    /// was found in the log or run now), so the table does not depend on where a run resumed.
+    pub outcomes: Vec<ForkOutcome>,
+    /// Forks found in the log and not run again.
+    pub already_logged: usize,
+    /// Forks run now.
+    pub ran: usize,
+}
+
+/// Forks every logged episode of `spec.records` that reaches the frozen turn, once per arm
+/// (see the module docs), keeping each fork in the JSONL file `log` as it finishes: forks are
+/// minutes each with a local model, so a run killed at any point and started again with the
+/// same log runs only the forks it does not hold (same task, arm and turn; lines for other
+/// tasks, arms or turns are left alone). `make_backend` opens a fresh database per fork;
+/// `make_simulator` builds the simulator (a cached model simulator repeats the logged answers
+/// for the replayed turns); `on_fork` sees every fork as it is settled, with `true` when it
+/// ran now.
+#[allow(clippy::too_many_arguments)]
 pub fn fork_episodes<B, S>(
     spec: &ForkSpec<'_>,
     agent: &ReactAgent,
     arms: &[ForkArm<'_>],
-    mut make_backend: impl FnMut(&DatabaseMeta) -> Result<B, InteractError>,
-    mut make_simulator: impl FnMut(&Task) -> S,
-) -> Result<Vec<ForkOutcome>, AgentError>
+    log: &Path,
+    make_backend: impl FnMut(&DatabaseMeta) -> Result<B, InteractError> + Send,
+    make_simulator: impl FnMut(&Task) -> S + Send,
+    mut on_fork: impl FnMut(&ForkOutcome, bool),
+) -> Result<ForkRun, ForkError>
 where
     B: InteractBackend,
     S: UserSimulator,
 {
-    let mut outcomes = Vec::new();
-    for record in spec.records {
-        for arm in arms {
-            let fork = fork_one(
-                spec,
-                agent,
-                arm,
-                record,
-                &mut make_backend,
-                &mut make_simulator,
-            )?;
-            outcomes.extend(fork);
+    let turn = spec.turn.max(1);
+    let parse = |raw: &[u8]| {
+        if raw.iter().all(u8::is_ascii_whitespace) {
+            return Ok(None);
         }
+        serde_json::from_slice::<ForkOutcome>(raw)
+            .map(Some)
+            .map_err(|e| e.to_string())
+    };
+    let (logged, ending) = jsonl::read_all(log, Tail::Torn, parse)?;
+    let mut logged: BTreeMap<(String, String), ForkOutcome> = logged
+        .into_iter()
+        .filter(|o| o.turn == turn)
+        .map(|o| ((o.instance_id.clone(), o.arm.clone()), o))
+        .rev() // the first line of a pair logged twice wins
+        .collect();
+    let mut appender = Appender::resume(log, &ending)?;
+    let pairs: Vec<(&EpisodeRecord, &ForkArm<'_>)> = spec
+        .records
+        .iter()
+        .filter(|record| record.turns.len() >= turn)
+        .flat_map(|record| arms.iter().map(move |arm| (record, arm)))
+        .collect();
+    // The engine's workers need `Sync` factories; forks run one at a time, so the lock is
+    // never contended.
+    let factories = Mutex::new((make_backend, make_simulator));
+    let mut run = ForkRun::default();
+    merit_journal::resume::drive(
+        pairs.len(),
+        1,
+        |index| {
+            let (record, arm) = pairs[index];
+            Ok(
+                match logged.remove(&(record.instance_id.clone(), arm.name.clone())) {
+                    Some(outcome) => Step::Ready(outcome),
+                    None => Step::Run(()),
+                },
+            )
+        },
+        |index, ()| {
+            let (record, arm) = pairs[index];
+            let mut factories = factories.lock().unwrap_or_else(|e| e.into_inner());
+            let (make_backend, make_simulator) = &mut *factories;
+            fork_one(spec, agent, arm, record, make_backend, make_simulator).map_err(|source| {
+                ForkError::Fork {
+                    instance_id: record.instance_id.clone(),
+                    arm: arm.name.clone(),
+                    source,
+                }
+            })
+        },
+        |_, settled| {
+            match settled {
+                Settled::Ready(outcome) => {
+                    run.already_logged += 1;
+                    on_fork(&outcome, false);
+                    run.outcomes.push(outcome);
+                }
+                Settled::Ran(Some(outcome)) => {
+                    appender.append_record(&outcome)?;
+                    run.ran += 1;
+                    on_fork(&outcome, true);
+                    run.outcomes.push(outcome);
+                }
+                // The task or its database is not in the set: nothing to fork.
+                Settled::Ran(None) => {}
+            }
+            Ok(())
+        },
+    )?;
+    Ok(run)
+}
+
+/// The counterfactual's Markdown table: one row per arm of `summary`.
+pub fn fork_table(summary: &[ForkSummary], turn: usize, episodes: usize, run: &str) -> String {
+    let mut table = format!(
+        "Forks at turn {turn} of the {episodes} logged episodes of {run} that reach it.\n\n\
+         | turn memory | forks | valid next action % | success % | mean reward |\n\
+         |---|---:|---:|---:|---:|\n"
+    );
+    for row in summary {
+        table.push_str(&format!(
+            "| {} | {} | {:.1} | {:.1} | {:.3} |\n",
+            row.arm, row.forks, row.valid_next_action, row.success, row.mean_reward
+        ));
     }
-    Ok(outcomes)
+    table
 }
 
 /// Forks one logged episode in one arm: `None` when the episode is shorter than the frozen
 /// turn or its task (or database) is not in the set. The building block of
-/// [`fork_episodes`] for callers that keep each fork as it is made (a resumable log) or
-/// report progress between forks.
+/// [`fork_episodes`].
 pub fn fork_one<B, S>(
     spec: &ForkSpec<'_>,
     agent: &ReactAgent,

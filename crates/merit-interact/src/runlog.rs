@@ -43,6 +43,7 @@ use crate::simulator::{SimulatorUsage, UserSimulator};
 use crate::task::{Category, Task, TaskSet};
 use merit_core::model::{Embedder, ModelError};
 use merit_journal::jsonl::{self, Appender, Ending, JsonlError, Tail};
+use merit_journal::resume::{Settled, Step};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -205,15 +206,7 @@ impl EpisodeLog {
 
     /// Appends one record as one line and waits until it is on disk.
     pub fn append(&mut self, record: &EpisodeRecord) -> Result<(), LogError> {
-        let line = jsonl::to_line(record).map_err(|e| LogError::Corrupt {
-            path: self.path().to_path_buf(),
-            line: 0,
-            message: format!(
-                "cannot serialize the record of `{}`: {e}",
-                record.instance_id
-            ),
-        })?;
-        self.appender.append(&line)
+        self.appender.append_record(record)
     }
 
     /// The file.
@@ -471,21 +464,24 @@ fn commit_record(
     Ok(())
 }
 
-/// What became of one task of the list, in list order.
-enum Outcome<'t> {
+/// A task of the list that settles without running.
+enum ReadyTask {
     /// Already in the log: commit it to the memory again, write nothing.
     Logged(Box<EpisodeRecord>),
     /// Not run, with the reason.
     Skipped(SkippedTask),
-    /// Finished now: log it (and commit it).
-    Finished(&'t Task, Box<EpisodeResult>),
 }
 
-/// A worker's report: the task's list index and its episode (or the panic that ended it).
-type Report = (
-    usize,
-    std::thread::Result<Result<EpisodeResult, AgentError>>,
-);
+/// What a worker runs: one episode of `task` on its own backend and simulator.
+struct EpisodeWork<'t, B, S> {
+    task: &'t Task,
+    meta: &'t Arc<DatabaseMeta>,
+    backend: B,
+    simulator: S,
+}
+
+/// What a worker's episode came to: finished, or skipped for a reason found while running.
+type WorkedTask<'t> = Result<(&'t Task, Box<EpisodeResult>), SkippedTask>;
 
 fn run_tasks_inner<B, S>(
     spec: &RunSpec<'_>,
@@ -521,179 +517,128 @@ where
         }
         None => (None, StreamPos(0)),
     };
+    let bank = bank.as_ref();
     let position = |index: usize| StreamPos(first.0 + index as u64);
-    // Episodes run on scoped threads, at most `at_once` at a time, and are logged (and
-    // committed) in list order whatever order they finish in: the log of a concurrent run is
-    // the log of a sequential one. With one at a time (the only way a written memory runs),
-    // each episode is committed before the next starts, as strict causality requires.
-    std::thread::scope(|scope| -> Result<RunSummary, RunError> {
-        let (sender, receiver) = std::sync::mpsc::channel::<Report>();
-        let mut outcomes: BTreeMap<usize, Outcome<'_>> = BTreeMap::new();
-        let mut next_to_start = 0usize;
-        let mut next_to_write = 0usize;
-        let mut in_flight = 0usize;
-        while next_to_write < spec.instance_ids.len() {
-            // Write out whatever is settled, in list order.
-            while let Some(outcome) = outcomes.remove(&next_to_write) {
-                let index = next_to_write;
-                next_to_write += 1;
-                match outcome {
-                    Outcome::Logged(record) => {
-                        if let (Some(run), Some(bank)) = (memory_run, bank.as_ref()) {
-                            let mut bank = bank.write().unwrap_or_else(|e| e.into_inner());
-                            commit_record(&mut bank, run, position(index), &record)?;
-                        }
-                        summary.already_logged += 1;
-                    }
-                    Outcome::Skipped(skipped) => summary.skipped.push(skipped),
-                    Outcome::Finished(task, result) => {
-                        let record = finish_record(
-                            spec,
-                            agent,
-                            memory_run,
-                            bank.as_ref(),
+    let task_of = |index: usize| {
+        let id = &spec.instance_ids[index];
+        spec.set
+            .get(id)
+            .ok_or_else(|| RunError::UnknownTask(id.clone()))
+    };
+    let skipped = |index: usize, reason: String| SkippedTask {
+        instance_id: spec.instance_ids[index].clone(),
+        reason,
+    };
+    // The engine (merit_journal::resume) runs episodes `at_once` at a time and settles them
+    // in list order whatever order they finish in: the log of a concurrent run is the log of
+    // a sequential one. With one at a time (the only way a written memory runs), each episode
+    // is committed before the next starts, as strict causality requires.
+    merit_journal::resume::drive(
+        spec.instance_ids.len(),
+        at_once,
+        |index| {
+            let task = task_of(index)?;
+            if let Some(record) = done.remove(task.instance_id()) {
+                return Ok(Step::Ready(ReadyTask::Logged(Box::new(record))));
+            }
+            let skip = |reason: String| Ok(Step::Ready(ReadyTask::Skipped(skipped(index, reason))));
+            let Some(meta) = spec.set.database(task.database()) else {
+                return skip(format!("database `{}` is not loaded", task.database()));
+            };
+            let simulator = make_simulator(task);
+            // Without ground truth only a user who judges answers themselves can run it.
+            if !task.has_ground_truth() && !simulator.judges_without_truth() {
+                return skip("it has no ground truth to judge a submission".into());
+            }
+            match make_backend(meta) {
+                Ok(backend) => Ok(Step::Run(EpisodeWork {
+                    task,
+                    meta,
+                    backend,
+                    simulator,
+                })),
+                Err(error @ InteractError::DatabaseUnavailable { .. }) => skip(error.to_string()),
+                Err(error) => Err(RunError::Episode {
+                    instance_id: task.instance_id().to_string(),
+                    source: AgentError::Environment(error),
+                }),
+            }
+        },
+        |index, work: EpisodeWork<'_, B, S>| -> Result<WorkedTask<'_>, RunError> {
+            let task = work.task;
+            let episode = (|| -> Result<EpisodeResult, AgentError> {
+                let mut env = Environment::new(
+                    task,
+                    Arc::clone(work.meta),
+                    work.backend,
+                    work.simulator,
+                    spec.env.clone(),
+                )?;
+                match (memory_run, bank) {
+                    (Some(run), Some(bank)) => {
+                        // Read-locked for the episode; a commit (one at a time only) waits
+                        // for it.
+                        let bank = bank.read().unwrap_or_else(|e| e.into_inner());
+                        let mut advisor = RetrievalAdvisor::new(
+                            &bank,
+                            run.embedder,
+                            run.episode_selector,
+                            run.turn_selector,
+                            run.advisor,
                             position(index),
-                            task,
-                            *result,
-                            &mut log,
-                        )?;
-                        summary.ran += 1;
-                        on_episode(&record);
+                        );
+                        agent.run_with_memory(&mut env, &mut advisor)
                     }
+                    _ => match demos {
+                        Some(demos) => agent.run_with_memory(&mut env, &mut demos.clone()),
+                        None => agent.run(&mut env),
+                    },
                 }
-            }
-            if next_to_write >= spec.instance_ids.len() {
-                break;
-            }
-            // Start tasks while the window has room. A task settled without running stops
-            // the filling, so it is written (and committed) before any later task starts.
-            while in_flight < at_once && next_to_start < spec.instance_ids.len() {
-                let index = next_to_start;
-                next_to_start += 1;
-                let id = &spec.instance_ids[index];
-                let task = spec
-                    .set
-                    .get(id)
-                    .ok_or_else(|| RunError::UnknownTask(id.clone()))?;
-                if let Some(record) = done.remove(id) {
-                    outcomes.insert(index, Outcome::Logged(Box::new(record)));
-                    break;
-                }
-                let skip = |reason: String| {
-                    Outcome::Skipped(SkippedTask {
-                        instance_id: id.clone(),
-                        reason,
-                    })
-                };
-                let Some(meta) = spec.set.database(task.database()) else {
-                    let reason = format!("database `{}` is not loaded", task.database());
-                    outcomes.insert(index, skip(reason));
-                    break;
-                };
-                let simulator = make_simulator(task);
-                // Without ground truth only a user who judges answers themselves can run it.
-                if !task.has_ground_truth() && !simulator.judges_without_truth() {
-                    let reason = "it has no ground truth to judge a submission";
-                    outcomes.insert(index, skip(reason.into()));
-                    break;
-                }
-                let backend = match make_backend(meta) {
-                    Ok(backend) => backend,
-                    Err(error @ InteractError::DatabaseUnavailable { .. }) => {
-                        outcomes.insert(index, skip(error.to_string()));
-                        break;
-                    }
-                    Err(error) => {
-                        return Err(RunError::Episode {
-                            instance_id: id.clone(),
-                            source: AgentError::Environment(error),
-                        })
-                    }
-                };
-                let sender = sender.clone();
-                let bank = bank.as_ref();
-                let env_config = spec.env.clone();
-                in_flight += 1;
-                scope.spawn(move || {
-                    let episode = std::panic::catch_unwind(std::panic::AssertUnwindSafe(
-                        || -> Result<EpisodeResult, AgentError> {
-                            let mut env = Environment::new(
-                                task,
-                                Arc::clone(meta),
-                                backend,
-                                simulator,
-                                env_config,
-                            )?;
-                            match (memory_run, bank) {
-                                (Some(run), Some(bank)) => {
-                                    // Read-locked for the episode; a commit (one at a time only)
-                                    // waits for it.
-                                    let bank = bank.read().unwrap_or_else(|e| e.into_inner());
-                                    let mut advisor = RetrievalAdvisor::new(
-                                        &bank,
-                                        run.embedder,
-                                        run.episode_selector,
-                                        run.turn_selector,
-                                        run.advisor,
-                                        position(index),
-                                    );
-                                    agent.run_with_memory(&mut env, &mut advisor)
-                                }
-                                _ => match demos {
-                                    Some(demos) => {
-                                        agent.run_with_memory(&mut env, &mut demos.clone())
-                                    }
-                                    None => agent.run(&mut env),
-                                },
-                            }
-                        },
-                    ));
-                    // The receiver outlives every worker (the scope joins them first).
-                    let _ = sender.send((index, episode));
-                });
-            }
-            if in_flight == 0 {
-                continue;
-            }
-            // Wait for the next finished episode.
-            let (index, episode) = receiver
-                .recv()
-                .expect("a sender is held for as long as this loop runs");
-            in_flight -= 1;
-            let id = &spec.instance_ids[index];
-            let episode = episode.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            })();
             match episode {
-                Ok(result) => {
-                    let task = spec
-                        .set
-                        .get(id)
-                        .ok_or_else(|| RunError::UnknownTask(id.clone()))?;
-                    outcomes.insert(index, Outcome::Finished(task, Box::new(result)));
-                }
+                Ok(result) => Ok(Ok((task, Box::new(result)))),
                 Err(AgentError::Environment(
                     error @ (InteractError::DatabaseUnavailable { .. }
                     | InteractError::NoGroundTruth { .. }),
-                )) => {
-                    outcomes.insert(
-                        index,
-                        Outcome::Skipped(SkippedTask {
-                            instance_id: id.clone(),
-                            reason: error.to_string(),
-                        }),
-                    );
+                )) => Ok(Err(skipped(index, error.to_string()))),
+                // Episodes settled before it are logged; the rest rerun on resume.
+                Err(source) => Err(RunError::Episode {
+                    instance_id: task.instance_id().to_string(),
+                    source,
+                }),
+            }
+        },
+        |index, settled| {
+            match settled {
+                Settled::Ready(ReadyTask::Logged(record)) => {
+                    if let (Some(run), Some(bank)) = (memory_run, bank) {
+                        let mut bank = bank.write().unwrap_or_else(|e| e.into_inner());
+                        commit_record(&mut bank, run, position(index), &record)?;
+                    }
+                    summary.already_logged += 1;
                 }
-                // Episodes already finished before it are logged (they were written in order
-                // up to the gap); the rest rerun on resume.
-                Err(source) => {
-                    return Err(RunError::Episode {
-                        instance_id: id.clone(),
-                        source,
-                    })
+                Settled::Ready(ReadyTask::Skipped(task)) | Settled::Ran(Err(task)) => {
+                    summary.skipped.push(task)
+                }
+                Settled::Ran(Ok((task, result))) => {
+                    let record = finish_record(
+                        spec,
+                        agent,
+                        memory_run,
+                        bank,
+                        position(index),
+                        task,
+                        *result,
+                        &mut log,
+                    )?;
+                    summary.ran += 1;
+                    on_episode(&record);
                 }
             }
-        }
-        Ok(summary)
-    })
+            Ok(())
+        },
+    )?;
+    Ok(summary)
 }
 
 /// Logs a finished episode (with its insight when the memory keeps it) and commits it to

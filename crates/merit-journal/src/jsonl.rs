@@ -309,6 +309,17 @@ impl Appender {
         }
     }
 
+    /// Appends `record` as one line ([`to_line`], then [`Appender::append`]). A record that
+    /// cannot be serialized (never expected of plain data) is [`JsonlError::Corrupt`] at line 0.
+    pub fn append_record<T: Serialize + ?Sized>(&mut self, record: &T) -> Result<(), JsonlError> {
+        let line = to_line(record).map_err(|e| JsonlError::Corrupt {
+            path: self.path.clone(),
+            line: 0,
+            message: format!("cannot serialize the record: {e}"),
+        })?;
+        self.append(&line)
+    }
+
     /// The file.
     pub fn path(&self) -> &Path {
         &self.path

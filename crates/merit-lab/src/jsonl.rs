@@ -53,12 +53,7 @@ impl Appender {
 
     /// Appends one record as one line and waits until it is on disk.
     pub fn append<T: Serialize>(&mut self, record: &T) -> Result<(), JsonlError> {
-        let line = shared::to_line(record).map_err(|e| JsonlError::Corrupt {
-            path: self.inner.path().to_path_buf(),
-            line: 0,
-            message: format!("cannot serialize record: {e}"),
-        })?;
-        self.inner.append(&line)
+        self.inner.append_record(record)
     }
 }
 

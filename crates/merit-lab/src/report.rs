@@ -443,20 +443,20 @@ pub fn write_report_files(
     episodes: &[EpisodeRecord],
 ) -> Result<(), crate::run::RunError> {
     use crate::plots::{accuracy_bars, accuracy_over_stream, repaired_by_step};
-    use crate::run::write_atomically;
+    use crate::run::write_file;
     let report = build_report(episodes);
     let json = serde_json::to_string_pretty(&report).map_err(|e| crate::run::RunError::Io {
         path: out.join("report.json"),
         message: e.to_string(),
     })? + "\n";
-    write_atomically(&out.join("report.md"), render_markdown(&report).as_bytes())?;
-    write_atomically(&out.join("report.json"), json.as_bytes())?;
-    write_atomically(&out.join("accuracy.svg"), accuracy_bars(&report).as_bytes())?;
-    write_atomically(
+    write_file(&out.join("report.md"), render_markdown(&report).as_bytes())?;
+    write_file(&out.join("report.json"), json.as_bytes())?;
+    write_file(&out.join("accuracy.svg"), accuracy_bars(&report).as_bytes())?;
+    write_file(
         &out.join("repaired_by_step.svg"),
         repaired_by_step(&report, episodes).as_bytes(),
     )?;
-    write_atomically(
+    write_file(
         &out.join("accuracy_over_stream.svg"),
         accuracy_over_stream(&report, episodes).as_bytes(),
     )?;

@@ -14,6 +14,7 @@
 use crate::jsonl::{read_records, truncate_torn_tail, Appender, JsonlError};
 use crate::stream::stream_order;
 use merit_core::episode::EpisodeRecord;
+use merit_journal::resume::{Settled, Step};
 use merit_journal::settings::SettingsError;
 use merit_repair::repair::{
     run_episode, AttemptView, EndedEpisode, EpisodeDeps, EpisodeError, EpisodeSettings,
@@ -110,14 +111,9 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> RunError + '_ {
     }
 }
 
-/// Writes `contents` to `path` atomically ([`merit_core::fs::write_atomically`]), creating the
-/// folder first.
-pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), RunError> {
-    let folder = match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => Path::new("."),
-    };
-    std::fs::create_dir_all(folder).map_err(io(folder))?;
+/// Writes `contents` to `path` atomically ([`merit_core::fs::write_atomically`]), as a
+/// [`RunError`] naming the file on failure.
+pub(crate) fn write_file(path: &Path, contents: &[u8]) -> Result<(), RunError> {
     merit_core::fs::write_atomically(path, contents).map_err(io(path))
 }
 
@@ -237,50 +233,15 @@ fn run_stream(
         std::fs::remove_dir_all(&memory_dir).map_err(io(&memory_dir))?;
     }
     std::fs::create_dir_all(&memory_dir).map_err(io(&memory_dir))?;
-    let mut memory = factory
+    let memory = factory
         .memory(stream, &memory_dir)
         .map_err(|message| RunError::Memory {
             stream: label.clone(),
             message,
         })?;
-    // Replay: the memory learns from the logged episodes exactly as it did the first time.
-    for (position, record) in loaded.records.iter().enumerate() {
-        let prepared = &questions[order[position]];
-        if record.position != position || record.question_id != prepared.view.id {
-            return Err(RunError::Mismatch(format!(
-                "{} line {}: expected question {} at position {position}, found {} at {}",
-                log.display(),
-                position + 1,
-                prepared.view.id,
-                record.question_id,
-                record.position
-            )));
-        }
-        if record.attempts.len() > 1 {
-            let views = attempt_views(record, deps.classifier)
-                .map_err(|message| RunError::Mismatch(format!("{}: {message}", log.display())))?;
-            let written = memory
-                .finalize(&EndedEpisode {
-                    position,
-                    question: &prepared.view,
-                    schema: &prepared.schema,
-                    attempts: &views,
-                    solved: record.finally_correct(),
-                })
-                .map_err(|e| RunError::Memory {
-                    stream: label.clone(),
-                    message: e.to_string(),
-                })?;
-            if written != record.memory_written {
-                return Err(RunError::Mismatch(format!(
-                    "{}: replaying position {position} wrote memory {written:?}, the log says {:?}",
-                    log.display(),
-                    record.memory_written
-                )));
-            }
-        }
-        on_episode(stream, record);
-    }
+    // Locked by whichever of the engine's two threads touches it: the worker running an
+    // episode (one at a time) or the caller replaying a logged one.
+    let memory = Mutex::new(memory);
     let settings = EpisodeSettings {
         method: stream.method.clone(),
         seed: stream.seed,
@@ -288,27 +249,110 @@ fn run_stream(
         ..template.clone()
     };
     let mut appender = Appender::open(&log)?;
-    for (position, &index) in order.iter().enumerate().skip(loaded.records.len()) {
-        let prepared = &questions[index];
-        let mut record = run_episode(
-            &settings,
-            deps,
-            memory.as_mut(),
-            &prepared.view,
-            &prepared.schema,
-            &prepared.initial_sql,
+    let mut logged = loaded.records.into_iter();
+    // The log is the truth (merit_journal::resume): the logged prefix replays into the memory
+    // exactly as it was learned the first time, the rest runs; one episode at a time, since
+    // each one reads what the episodes before it wrote.
+    merit_journal::resume::drive(
+        order.len(),
+        1,
+        |position| {
+            Ok(match logged.next() {
+                Some(record) => Step::Ready(record),
+                None => Step::Run(&questions[order[position]]),
+            })
+        },
+        |position, prepared: &PreparedQuestion| {
+            let mut memory = memory.lock().unwrap_or_else(|e| e.into_inner());
+            let mut record = run_episode(
+                &settings,
+                deps,
+                memory.as_mut(),
+                &prepared.view,
+                &prepared.schema,
+                &prepared.initial_sql,
+                position,
+            )
+            .map_err(|source| RunError::Episode {
+                stream: label.clone(),
+                source,
+            })?;
+            if let Some(initial) = record.attempts.first_mut() {
+                (initial.prompt_tokens, initial.completion_tokens) = prepared.initial_tokens;
+                initial.calls = 1;
+            }
+            Ok(record)
+        },
+        |position, settled| {
+            let record = match settled {
+                Settled::Ready(record) => {
+                    let mut memory = memory.lock().unwrap_or_else(|e| e.into_inner());
+                    replay(
+                        &log,
+                        &label,
+                        position,
+                        &questions[order[position]],
+                        &record,
+                        deps.classifier,
+                        memory.as_mut(),
+                    )?;
+                    record
+                }
+                Settled::Ran(record) => {
+                    appender.append(&record)?;
+                    record
+                }
+            };
+            on_episode(stream, &record);
+            Ok(())
+        },
+    )
+}
+
+/// Replays one logged episode into the stream's memory, checking that it is the episode the
+/// stream expects at `position` and that the memory writes what the log says it wrote.
+fn replay(
+    log: &Path,
+    label: &str,
+    position: usize,
+    prepared: &PreparedQuestion,
+    record: &EpisodeRecord,
+    classifier: &dyn FailureClassifier,
+    memory: &mut (dyn RepairMemory + Send),
+) -> Result<(), RunError> {
+    if record.position != position || record.question_id != prepared.view.id {
+        return Err(RunError::Mismatch(format!(
+            "{} line {}: expected question {} at position {position}, found {} at {}",
+            log.display(),
+            position + 1,
+            prepared.view.id,
+            record.question_id,
+            record.position
+        )));
+    }
+    if record.attempts.len() <= 1 {
+        return Ok(());
+    }
+    let views = attempt_views(record, classifier)
+        .map_err(|message| RunError::Mismatch(format!("{}: {message}", log.display())))?;
+    let written = memory
+        .finalize(&EndedEpisode {
             position,
-        )
-        .map_err(|source| RunError::Episode {
-            stream: label.clone(),
-            source,
+            question: &prepared.view,
+            schema: &prepared.schema,
+            attempts: &views,
+            solved: record.finally_correct(),
+        })
+        .map_err(|e| RunError::Memory {
+            stream: label.to_string(),
+            message: e.to_string(),
         })?;
-        if let Some(initial) = record.attempts.first_mut() {
-            (initial.prompt_tokens, initial.completion_tokens) = prepared.initial_tokens;
-            initial.calls = 1;
-        }
-        appender.append(&record)?;
-        on_episode(stream, &record);
+    if written != record.memory_written {
+        return Err(RunError::Mismatch(format!(
+            "{}: replaying position {position} wrote memory {written:?}, the log says {:?}",
+            log.display(),
+            record.memory_written
+        )));
     }
     Ok(())
 }

@@ -227,12 +227,9 @@ impl AnnotationFile {
                 memory_id: record.memory_id,
             });
         }
-        let line = jsonl::to_line(record).map_err(|e| JsonlError::Corrupt {
-            path: self.path().to_path_buf(),
-            line: 0,
-            message: format!("cannot serialize an annotation: {e}"),
-        })?;
-        self.appender.append(&line).map_err(AnnotateError::from)?;
+        self.appender
+            .append_record(record)
+            .map_err(AnnotateError::from)?;
         self.done.insert(key);
         Ok(())
     }

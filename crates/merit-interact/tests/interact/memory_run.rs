@@ -318,10 +318,22 @@ fn forks_at_a_frozen_turn_share_the_prefix_and_differ_by_their_memory() {
         retrieval: RetrievalConfig::default(),
         env: EnvConfig::default(),
     };
-    let outcomes = fork_episodes(&fork_spec, &agent, &arms, sqlite_backend, |_| {
-        ScriptedSimulator::default()
-    })
-    .unwrap();
+    let fork_log = dir.path().join("forks.jsonl");
+    let fork = |log: &std::path::Path| {
+        fork_episodes(
+            &fork_spec,
+            &agent,
+            &arms,
+            log,
+            sqlite_backend,
+            |_| ScriptedSimulator::default(),
+            |_, _| {},
+        )
+        .unwrap()
+    };
+    let first = fork(&fork_log);
+    assert_eq!((first.ran, first.already_logged), (2, 0));
+    let outcomes = first.outcomes;
     let names: Vec<String> = arms.iter().map(|a| a.name.clone()).collect();
     let summary = summarise_forks(&outcomes, &names);
     assert_eq!(summary[0].forks, 1);
@@ -338,6 +350,21 @@ fn forks_at_a_frozen_turn_share_the_prefix_and_differ_by_their_memory() {
     let new_requests = &forking.seen()[calls_before..];
     assert!(new_requests.iter().all(|r| r.messages.len() >= 4));
     assert!(new_requests[0].messages[2].content.contains("get_schema()"));
+
+    // Resumable: a second run over the same log runs nothing and reports the same forks; a
+    // log cut inside its second line (a kill mid-write) reruns exactly that fork.
+    let calls_after = forking.seen().len();
+    let again = fork(&fork_log);
+    assert_eq!((again.ran, again.already_logged), (0, 2));
+    assert_eq!(again.outcomes, outcomes);
+    assert_eq!(forking.seen().len(), calls_after);
+    let text = std::fs::read_to_string(&fork_log).unwrap();
+    let first_line = text.find('\n').unwrap() + 1;
+    std::fs::write(&fork_log, &text[..first_line + 10]).unwrap();
+    let resumed = fork(&fork_log);
+    assert_eq!((resumed.ran, resumed.already_logged), (1, 1));
+    assert_eq!(resumed.outcomes, outcomes);
+    assert_eq!(std::fs::read_to_string(&fork_log).unwrap(), text);
 }
 
 #[test]

@@ -59,11 +59,9 @@ pub struct CounterfactualArgs {
 
 /// Runs `counterfactual`.
 pub fn counterfactual(args: CounterfactualArgs) -> Result<()> {
-    use merit_interact::fork::{fork_one, summarise_forks, ForkArm, ForkOutcome, ForkSpec};
+    use merit_interact::fork::{fork_episodes, fork_table, summarise_forks, ForkArm, ForkSpec};
     use merit_interact::memory::{Bm25Selector, CosineSelector};
     use merit_interact::runlog::EpisodeRecord;
-    use merit_lab::jsonl::{read_records, truncate_torn_tail, Appender};
-    use std::collections::{BTreeMap, BTreeSet};
     let store = store(&args.embed)?;
     let embedder = embedder(&args.embed, &store)?;
     let mut set = TaskSet::load(&args.tasks, &args.db_root)
@@ -103,106 +101,63 @@ pub fn counterfactual(args: CounterfactualArgs) -> Result<()> {
             selector: Some(learned),
         });
     }
+    let forked: Vec<EpisodeRecord> = records
+        .into_iter()
+        .filter(|r| r.turns.len() >= args.turn.max(1))
+        .take(args.limit.unwrap_or(usize::MAX))
+        .collect();
     let spec = ForkSpec {
         set: &set,
-        records: &records,
+        records: &forked,
         turn: args.turn,
         memory: &memory,
         embedder: embedder.as_ref(),
         retrieval: RetrievalConfig::default(),
         env: EnvConfig::default(),
     };
-    let forked: Vec<&EpisodeRecord> = records
-        .iter()
-        .filter(|r| r.turns.len() >= args.turn.max(1))
-        .take(args.limit.unwrap_or(usize::MAX))
-        .collect();
     // Forks are minutes each with a local model: each is kept as it finishes, and a rerun
     // after a kill continues with the ones still missing.
     let log = args
         .log
         .clone()
         .unwrap_or_else(|| args.out.with_extension("forks.jsonl"));
-    let loaded = read_records::<ForkOutcome>(&log)
-        .with_context(|| format!("cannot read the fork log {}", log.display()))?;
-    truncate_torn_tail(&log, loaded.torn_bytes)?;
-    let wanted: BTreeSet<(&str, &str)> = forked
-        .iter()
-        .flat_map(|r| {
-            arms.iter()
-                .map(|a| (r.instance_id.as_str(), a.name.as_str()))
-        })
-        .collect();
-    let mut outcomes: Vec<ForkOutcome> = loaded
-        .records
-        .into_iter()
-        .filter(|o| {
-            o.turn == args.turn.max(1) && wanted.contains(&(o.instance_id.as_str(), o.arm.as_str()))
-        })
-        .collect();
-    let done: BTreeSet<(String, String)> = outcomes
-        .iter()
-        .map(|o| (o.instance_id.clone(), o.arm.clone()))
-        .collect();
-    let todo: Vec<(&EpisodeRecord, &ForkArm<'_>)> = forked
-        .iter()
-        .flat_map(|r| arms.iter().map(move |a| (*r, a)))
-        .filter(|(r, a)| !done.contains(&(r.instance_id.clone(), a.name.clone())))
-        .collect();
+    let bar = crate::files::progress_bar(forked.len() * arms.len(), "fork");
+    let run = fork_episodes(
+        &spec,
+        &agent,
+        &arms,
+        &log,
+        sqlite_backend,
+        |_| ModelSimulator::new(Arc::clone(&model), ModelSimulatorConfig::default()),
+        |_, _| {
+            bar.inc(1);
+            crate::files::log_progress_when_not_a_terminal(&bar, 1);
+        },
+    )?;
+    bar.finish_and_clear();
     eprintln!(
-        "{} episodes reach turn {}; {} forks to run, {} already in {}",
+        "{} episodes reach turn {}: {} forks run now, {} found in {}",
         forked.len(),
         args.turn,
-        todo.len(),
-        outcomes.len(),
+        run.ran,
+        run.already_logged,
         log.display()
     );
-    let mut appender = Appender::open(&log)?;
-    let bar = crate::files::progress_bar(todo.len(), "fork");
-    for (record, arm) in todo {
-        let fork = fork_one(&spec, &agent, arm, record, sqlite_backend, |_| {
-            ModelSimulator::new(Arc::clone(&model), ModelSimulatorConfig::default())
-        })
-        .with_context(|| format!("fork of `{}` with {}", record.instance_id, arm.name))?;
-        if let Some(outcome) = fork {
-            appender.append(&outcome)?;
-            outcomes.push(outcome);
-        }
-        bar.inc(1);
-        crate::files::log_progress_when_not_a_terminal(&bar, 1);
-    }
-    bar.finish_and_clear();
-    // The table's order does not depend on which forks a resumed run found in the log.
-    let order: BTreeMap<&str, usize> = forked
-        .iter()
-        .enumerate()
-        .map(|(i, r)| (r.instance_id.as_str(), i))
-        .collect();
-    let arm_order: BTreeMap<&str, usize> = arms
-        .iter()
-        .enumerate()
-        .map(|(i, a)| (a.name.as_str(), i))
-        .collect();
-    outcomes.sort_by_key(|o| (order[o.instance_id.as_str()], arm_order[o.arm.as_str()]));
     let names: Vec<String> = arms.iter().map(|a| a.name.clone()).collect();
-    let summary = summarise_forks(&outcomes, &names);
-    let mut table = format!(
-        "Forks at turn {} of the {} logged episodes of {} that reach it.\n\n| turn memory | forks | valid next action % | success % | mean reward |\n|---|---:|---:|---:|---:|\n",
+    let summary = summarise_forks(&run.outcomes, &names);
+    let table = fork_table(
+        &summary,
         args.turn,
         forked.len(),
-        args.run.display()
+        &args.run.display().to_string(),
     );
-    for row in &summary {
-        table.push_str(&format!(
-            "| {} | {} | {:.1} | {:.1} | {:.3} |\n",
-            row.arm, row.forks, row.valid_next_action, row.success, row.mean_reward
-        ));
-    }
-    crate::files::write_atomically(&args.out, table.as_bytes())?;
-    crate::files::write_atomically(
+    crate::files::write_result_file(&args.out, table.as_bytes())?;
+    crate::files::write_result_file(
         &args.out.with_extension("json"),
-        serde_json::to_string_pretty(&serde_json::json!({"summary": summary, "forks": outcomes}))?
-            .as_bytes(),
+        serde_json::to_string_pretty(
+            &serde_json::json!({"summary": summary, "forks": run.outcomes}),
+        )?
+        .as_bytes(),
     )?;
     print!("{table}");
     Ok(())

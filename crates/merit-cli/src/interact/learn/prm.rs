@@ -213,12 +213,12 @@ fn prm_train(args: PrmTrainArgs) -> Result<()> {
     trained
         .student
         .save(&args.out.join("student.safetensors"))?;
-    crate::files::write_atomically(
+    crate::files::write_result_file(
         &args.out.join("agreement.json"),
         serde_json::to_string_pretty(&trained.agreement)?.as_bytes(),
     )?;
     let markdown = trained.agreement.to_markdown();
-    crate::files::write_atomically(&args.out.join("agreement.md"), markdown.as_bytes())?;
+    crate::files::write_result_file(&args.out.join("agreement.md"), markdown.as_bytes())?;
     print!("{markdown}");
     Ok(())
 }

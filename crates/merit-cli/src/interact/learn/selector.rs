@@ -122,7 +122,7 @@ fn write_curve(out: &Path, level: &str, curve: &[UpdateRecord]) -> Result<()> {
         lines.push_str(&serde_json::to_string(record)?);
         lines.push('\n');
     }
-    crate::files::write_atomically(&out.join(format!("{level}-curve.jsonl")), lines.as_bytes())?;
+    crate::files::write_result_file(&out.join(format!("{level}-curve.jsonl")), lines.as_bytes())?;
     let mut series: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     for record in curve {
         let x = record.update as f64;
@@ -142,7 +142,7 @@ fn write_curve(out: &Path, level: &str, curve: &[UpdateRecord]) -> Result<()> {
         &series,
         &["mean reward".to_string(), "inject rate".to_string()],
     );
-    crate::files::write_atomically(&out.join(format!("{level}-curve.svg")), svg.as_bytes())
+    crate::files::write_result_file(&out.join(format!("{level}-curve.svg")), svg.as_bytes())
 }
 
 /// The turn-level states of a run made with `--memory` (each with its candidates from the
@@ -389,7 +389,7 @@ pub fn train_selector(args: TrainSelectorArgs) -> Result<()> {
     // it trained on, against the untrained network's.
     let shift = decision_shift(&untrained, &trainer.policy()?, &problems, retrieval.inject)?;
     let decisions = args.out.join(format!("{name}-decisions.json"));
-    crate::files::write_atomically(&decisions, serde_json::to_string_pretty(&shift)?.as_bytes())?;
+    crate::files::write_result_file(&decisions, serde_json::to_string_pretty(&shift)?.as_bytes())?;
     println!(
         "decisions against the untrained network on {} training problems: {} changed ({:.1}%); inject rate {:.2} -> {:.2}; mean P(none) {:.3} -> {:.3}; mean total variation {:.3} ({})",
         shift.problems,
@@ -406,7 +406,7 @@ pub fn train_selector(args: TrainSelectorArgs) -> Result<()> {
         let trained = trainer.policy()?;
         let report = held_out.report(&untrained, &trained)?;
         let path = args.out.join(format!("{name}-holdout.json"));
-        crate::files::write_atomically(&path, serde_json::to_string_pretty(&report)?.as_bytes())?;
+        crate::files::write_result_file(&path, serde_json::to_string_pretty(&report)?.as_bytes())?;
         print!("{}", report.to_markdown(&path.display().to_string()));
     }
     Ok(())
