@@ -61,6 +61,9 @@ enum Command {
     },
     /// Serve live-mode repair memory over HTTP (API keys, tenants, feedback; see the README).
     Serve(Box<serve_cmd::ServeArgs>),
+    /// Serve the same operations as MCP tools on standard input and output (the key in
+    /// $MERIT_API_KEY); `merit serve` also answers MCP over HTTP at `/mcp`.
+    Mcp(Box<serve_cmd::McpArgs>),
     /// List known models and fetch their weights into the local cache.
     Models {
         #[command(subcommand)]
@@ -89,6 +92,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run_cmd::run(*args).map(|_| ()),
         Command::Demo(args) => run_cmd::demo(args),
         Command::Serve(args) => serve_cmd::run(*args),
+        Command::Mcp(args) => serve_cmd::mcp(*args),
         Command::LiveExperiment(args) => live_cmd::run(*args),
     };
     match outcome {

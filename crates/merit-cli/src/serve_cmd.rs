@@ -1,4 +1,5 @@
-//! `merit serve`: the live-mode HTTP service (`merit_serve`), wired to the models.
+//! `merit serve` and `merit mcp`: the live-mode service (`merit_serve`) wired to the models,
+//! over HTTP (JSON API and MCP at `/mcp`) or as an MCP server on standard input and output.
 
 use crate::models::{chat_with_parallel, embedder, store, ChatArgs, EmbedArgs};
 use anyhow::{Context, Result};
@@ -9,22 +10,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Arguments of `merit serve`.
+/// What both serving commands start: the configuration and the models.
 #[derive(Debug, Args)]
-pub struct ServeArgs {
+pub struct ServiceArgs {
     /// The configuration file (TOML: databases, hashed API keys, limits; see the README).
-    #[arg(long, required_unless_present = "hash_key")]
+    #[arg(long)]
     config: Option<PathBuf>,
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    listen: String,
     /// Seconds between sweeps that finalize answers which waited past `finalize_after_secs`.
     #[arg(long, default_value_t = 60)]
     sweep_secs: u64,
-    /// Read an API key from standard input, print the SHA-256 the configuration stores for
-    /// it, and exit.
-    #[arg(long)]
-    hash_key: bool,
     /// Concurrent conversations the embedded model decodes together.
     #[arg(long, default_value_t = 4)]
     parallel: usize,
@@ -42,21 +36,37 @@ pub struct ServeArgs {
     embed: EmbedArgs,
 }
 
-/// Runs `merit serve`.
-pub fn run(args: ServeArgs) -> Result<()> {
-    if args.hash_key {
-        let mut key = String::new();
-        std::io::stdin()
-            .read_to_string(&mut key)
-            .context("cannot read the key from standard input")?;
-        anyhow::ensure!(!key.trim().is_empty(), "standard input holds no key");
-        println!("{}", hash_key(&key));
-        return Ok(());
-    }
+/// Arguments of `merit serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: String,
+    /// Read an API key from standard input, print the SHA-256 the configuration stores for
+    /// it, and exit.
+    #[arg(long)]
+    hash_key: bool,
+    #[command(flatten)]
+    service: ServiceArgs,
+}
+
+/// Arguments of `merit mcp`.
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// The environment variable holding the API key every tool call acts as (a key on the
+    /// command line would show in the process list).
+    #[arg(long, default_value = "MERIT_API_KEY")]
+    api_key_env: String,
+    #[command(flatten)]
+    service: ServiceArgs,
+}
+
+/// Loads the configuration and the models and starts the service.
+fn start(args: &ServiceArgs) -> Result<Arc<Service>> {
     let path = args
         .config
         .as_ref()
-        .context("give --config FILE (or --hash-key)")?;
+        .context("give --config FILE (the service's TOML configuration)")?;
     let config = ServeConfig::load(path)?;
     let store = store(&args.embed)?;
     let parallel = args.parallel.max(1);
@@ -77,7 +87,49 @@ pub fn run(args: ServeArgs) -> Result<()> {
             embedder: embedder(&args.embed, &store)?,
         },
     };
-    let service = Arc::new(Service::start(config, models)?);
+    Ok(Arc::new(Service::start(config, models)?))
+}
+
+/// Runs `merit mcp`: the MCP tools on standard input and output, as the key in
+/// `--api-key-env`.
+pub fn mcp(args: McpArgs) -> Result<()> {
+    let key = std::env::var(&args.api_key_env).with_context(|| {
+        format!(
+            "set {} to the API key the MCP tools act as (one of the configuration's keys)",
+            args.api_key_env
+        )
+    })?;
+    let service = start(&args.service)?;
+    let caller = service.authenticate(Some(&format!("Bearer {key}")))?;
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    let sweep = Duration::from_secs(args.service.sweep_secs.max(1));
+    let served = runtime.block_on(merit_serve::mcp::serve_stdio(
+        Arc::clone(&service),
+        caller,
+        sweep,
+    ));
+    // As in `run`: PostgreSQL connections close outside the async runtime.
+    drop(runtime);
+    drop(service);
+    served.map_err(anyhow::Error::msg)
+}
+
+/// Runs `merit serve`.
+pub fn run(args: ServeArgs) -> Result<()> {
+    if args.hash_key {
+        let mut key = String::new();
+        std::io::stdin()
+            .read_to_string(&mut key)
+            .context("cannot read the key from standard input")?;
+        anyhow::ensure!(!key.trim().is_empty(), "standard input holds no key");
+        println!("{}", hash_key(&key));
+        return Ok(());
+    }
+    anyhow::ensure!(
+        args.service.config.is_some(),
+        "give --config FILE (or --hash-key)"
+    );
+    let service = start(&args.service)?;
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     let served = runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(&args.listen)
@@ -95,7 +147,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
         merit_serve::serve(
             Arc::clone(&service),
             listener,
-            Duration::from_secs(args.sweep_secs.max(1)),
+            Duration::from_secs(args.service.sweep_secs.max(1)),
             shutdown,
         )
         .await

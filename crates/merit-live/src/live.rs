@@ -17,6 +17,9 @@ pub use crate::types::*;
 use merit_core::model::{Decoding, Embedder};
 use merit_core::{Benchmark, Status};
 use merit_journal::jsonl::{self as journal, Appender, Tail};
+use merit_memory::config::Bm25Params;
+use merit_memory::retrieve::bm25_corpus_scores;
+use merit_memory::text::bm25_tokens;
 use merit_memory::{FinalizePolicy, Memory, MemoryId, Polarity, StreamPos};
 use merit_repair::extract::extract_sql;
 use merit_repair::memory::{memory_episode, precedent_of, retrieval_query, RuleClassifier};
@@ -780,6 +783,36 @@ impl LiveMemory {
             .keys()
             .filter_map(|&id| info_of(&state, id))
             .collect()
+    }
+
+    /// The memories that match `query` best, by BM25 over each memory's question, failing
+    /// SQL, DBMS error and revised SQL (the repair memory's tokenizer and formula, with these
+    /// memories as the collection), best first, ties by id; memories that share no term with
+    /// the query are left out. What a person looking for "the fix for that join" searches.
+    pub fn search(&self, query: &str, limit: usize) -> Vec<(f64, MemoryInfo)> {
+        let memories = self.memories();
+        let documents: Vec<Vec<String>> = memories
+            .iter()
+            .map(|m| {
+                bm25_tokens(&format!(
+                    "{} {} {} {}",
+                    m.question,
+                    m.failing_sql,
+                    m.error.as_deref().unwrap_or(""),
+                    m.revised_sql
+                ))
+            })
+            .collect();
+        let terms = bm25_tokens(query);
+        let (scores, _) = bm25_corpus_scores(&terms, &documents, Bm25Params::default());
+        let mut found: Vec<(f64, MemoryInfo)> = scores
+            .into_iter()
+            .zip(memories)
+            .filter(|(score, _)| *score > 0.0)
+            .collect();
+        found.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.id.cmp(&b.1.id)));
+        found.truncate(limit);
+        found
     }
 
     /// One memory.

@@ -153,6 +153,14 @@ fn a_confirmed_repair_becomes_a_positive_memory_that_later_repairs_retrieve() {
     assert_eq!(third.memories_used[0].id, done.memory.unwrap());
     assert!(third.memories_used[0].score.is_finite());
 
+    // Search finds it by the words of its question or its SQL, and nothing for words it lacks.
+    let found = live.search("nme column of singer names", 5);
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].1.id, done.memory.unwrap());
+    assert!(found[0].0 > 0.0);
+    assert!(live.search("stadium capacity", 5).is_empty());
+    assert!(live.search("singer", 0).is_empty());
+
     // Feedback once only; unknown episodes and confirming a failure are refused.
     assert!(matches!(
         live.feedback(first.episode, UserFeedback::Reject, &db, 5),

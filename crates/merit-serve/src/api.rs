@@ -7,10 +7,12 @@
 //! | POST | `/v1/ask` | `{"database","question","evidence"?,"sql"?}` | the answer: SQL, rows, attempts, memories used with scores |
 //! | POST | `/v1/feedback` | `{"database","episode","feedback":{"kind":"confirm"\|"reject"\|"correct","sql"?}}` | the finalization |
 //! | GET | `/v1/databases/{db}/memories?retired=` | | memories |
+//! | GET | `/v1/databases/{db}/memories?q=<text>&limit=` | | the best matches, each with its `score` |
 //! | GET | `/v1/databases/{db}/memories/{id}` | | one memory |
 //! | POST | `/v1/databases/{db}/memories/{id}/retire` | `{"reason"}` | the memory |
 //! | POST | `/v1/databases/{db}/memories/{id}/restore` | | the memory |
 //! | GET | `/v1/databases/{db}/stats` | | counts |
+//! | POST/GET/DELETE | `/mcp` | MCP (streamable HTTP) | the same operations as MCP tools ([`crate::mcp`]) |
 //!
 //! Errors are `{"error": "<message>"}` with 400 (not JSON, an empty question, a bad id), 401
 //! (no or unknown key), 403 (a database outside the key's scope, whether it exists or not),
@@ -102,21 +104,29 @@ fn rejection_error(rejection: JsonRejection) -> ApiError {
     ApiError::new(status, message)
 }
 
-/// Runs blocking service work on a thread of its own, outside the async runtime.
+/// Runs blocking work on a thread of its own, outside the async runtime; `None` when it
+/// panicked.
 ///
 /// Not on tokio's blocking pool: the synchronous PostgreSQL driver drives its own runtime and
 /// refuses to run on a thread that belongs to another one (it panics), and model calls and
 /// fsyncs are long enough that a thread per request costs nothing in comparison.
-pub async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, ServiceError> + Send + 'static,
-) -> Result<T, ApiError> {
+pub async fn off_runtime<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
     let (send, receive) = tokio::sync::oneshot::channel();
     std::thread::spawn(move || {
         let _ = send.send(work());
     });
-    receive
+    receive.await.ok()
+}
+
+/// [`off_runtime`] for service work, its refusal as the API's error.
+pub async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ServiceError> + Send + 'static,
+) -> Result<T, ApiError> {
+    off_runtime(work)
         .await
-        .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "the request failed"))?
+        .ok_or_else(|| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "the request failed"))?
         .map_err(ApiError::from)
 }
 
@@ -159,6 +169,10 @@ struct RetireBody {
 #[serde(deny_unknown_fields)]
 struct ListQuery {
     retired: Option<bool>,
+    /// A search query: the best matches with their scores instead of the whole list.
+    q: Option<String>,
+    /// Most matches of a search (default 10).
+    limit: Option<usize>,
 }
 
 #[derive(Serialize)]
@@ -214,6 +228,12 @@ async fn memories(
 ) -> Result<Response, ApiError> {
     let caller = caller(&service, &headers)?;
     let Query(query) = query.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.body_text()))?;
+    if let Some(text) = query.q {
+        let limit = query.limit.unwrap_or(10);
+        let found =
+            blocking(move || service.search_memories(&caller, &database, &text, limit)).await?;
+        return Ok(axum::Json(found).into_response());
+    }
     let list = blocking(move || service.memories(&caller, &database, query.retired)).await?;
     Ok(axum::Json(list).into_response())
 }
@@ -289,9 +309,29 @@ async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "no such route; see GET /v1/health")
 }
 
-/// The API's routes over `service`, with its body limit.
+/// Lets an MCP request through only with a key the service knows (401 in the API's error
+/// shape otherwise), so an unknown caller cannot even open a session.
+async fn mcp_key(
+    State(service): Shared,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    match caller(&service, request.headers()) {
+        Ok(_) => next.run(request).await,
+        Err(error) => error.into_response(),
+    }
+}
+
+/// The API's routes over `service`, with its body limit; the MCP endpoint (streamable HTTP,
+/// [`crate::mcp`]) at `/mcp`.
 pub fn router(service: Arc<Service>) -> Router {
     let limit = service.config().max_body_bytes;
+    let mcp = Router::new()
+        .nest_service("/mcp", crate::mcp::http_service(Arc::clone(&service)))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&service),
+            mcp_key,
+        ));
     Router::new()
         .route("/v1/health", get(health))
         .route("/v1/databases", get(databases))
@@ -302,9 +342,32 @@ pub fn router(service: Arc<Service>) -> Router {
         .route("/v1/databases/{db}/memories/{id}/retire", post(retire))
         .route("/v1/databases/{db}/memories/{id}/restore", post(restore))
         .route("/v1/databases/{db}/stats", get(stats))
+        .merge(mcp)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limit))
         .with_state(service)
+}
+
+/// Finalizes expired answers every `sweep` until the returned task is aborted.
+pub fn spawn_sweeper(
+    service: Arc<Service>,
+    sweep: std::time::Duration,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut interval = tokio::time::interval(sweep);
+        loop {
+            interval.tick().await;
+            let service = Arc::clone(&service);
+            let swept =
+                blocking(move || service.finalize_expired().map_err(ServiceError::from)).await;
+            if let Err(error) = swept {
+                eprintln!(
+                    "warning: finalizing expired answers failed: {}",
+                    error.message
+                );
+            }
+        }
+    })
 }
 
 /// Serves the API on `listener` until `shutdown` resolves, finalizing expired answers every
@@ -316,24 +379,7 @@ pub async fn serve(
     sweep: std::time::Duration,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let sweeper = {
-        let service = Arc::clone(&service);
-        tokio::spawn(async move {
-            let mut interval = tokio::time::interval(sweep);
-            loop {
-                interval.tick().await;
-                let service = Arc::clone(&service);
-                let swept =
-                    blocking(move || service.finalize_expired().map_err(ServiceError::from)).await;
-                if let Err(error) = swept {
-                    eprintln!(
-                        "warning: finalizing expired answers failed: {}",
-                        error.message
-                    );
-                }
-            }
-        })
-    };
+    let sweeper = spawn_sweeper(Arc::clone(&service), sweep);
     let served = axum::serve(listener, router(service))
         .with_graceful_shutdown(shutdown)
         .await;

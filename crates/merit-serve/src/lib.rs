@@ -6,7 +6,9 @@
 //!   and database, so tenants never read or write each other's memory), asks, feedback,
 //!   memory management, expiry;
 //! - [`api`]: the axum routes, error statuses, body limit, and the serve loop with its
-//!   periodic finalization of answers that got no feedback.
+//!   periodic finalization of answers that got no feedback;
+//! - [`mcp`]: the same operations as Model Context Protocol tools, over stdio (`merit mcp`)
+//!   or streamable HTTP (`/mcp` beside the JSON API), with the same keys and tenancy.
 //!
 //! The binary (`merit serve`) only loads the models and the configuration and calls
 //! [`api::serve`].
@@ -15,8 +17,10 @@
 
 pub mod api;
 pub mod config;
+pub mod mcp;
 pub mod service;
 
 pub use api::{router, serve};
 pub use config::{hash_key, ServeConfig};
-pub use service::{Caller, Service, ServiceError, ServiceModels, StartError};
+pub use mcp::MeritMcp;
+pub use service::{Caller, ScoredMemory, Service, ServiceError, ServiceModels, StartError};

@@ -73,6 +73,16 @@ struct Served {
     schema: String,
 }
 
+/// A memory found by [`Service::search_memories`], with its BM25 score.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ScoredMemory {
+    /// How well it matches the query (higher is better).
+    pub score: f64,
+    /// The memory.
+    #[serde(flatten)]
+    pub memory: MemoryInfo,
+}
+
 /// The models of the service.
 pub struct ServiceModels {
     /// Writes the repairs (and the initial SQL unless `initial`).
@@ -327,6 +337,33 @@ impl Service {
             .memories()
             .into_iter()
             .filter(|m| retired.is_none_or(|wanted| m.retired == wanted))
+            .collect())
+    }
+
+    /// The memories of `caller` on `database` that match `query` best (see
+    /// [`LiveMemory::search`]), with their scores, at most `limit` (1 to 100).
+    pub fn search_memories(
+        &self,
+        caller: &Caller,
+        database: &str,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<ScoredMemory>, ServiceError> {
+        if query.trim().is_empty() || query.len() > 4_000 {
+            return Err(ServiceError::BadRequest(
+                "a search query must be between 1 and 4000 bytes".into(),
+            ));
+        }
+        if !(1..=100).contains(&limit) {
+            return Err(ServiceError::BadRequest(format!(
+                "limit must be between 1 and 100, not {limit}"
+            )));
+        }
+        let (memory, _) = self.scoped(caller, database)?;
+        Ok(memory
+            .search(query, limit)
+            .into_iter()
+            .map(|(score, memory)| ScoredMemory { score, memory })
             .collect())
     }
 

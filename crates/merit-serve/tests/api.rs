@@ -299,6 +299,26 @@ async fn memories_are_retired_restored_and_survive_a_restart() {
     )
     .await;
     let id = done["memory"].as_u64().unwrap();
+    let (status, found) = call(
+        &service,
+        "GET",
+        "/v1/databases/concert_singer/memories?q=singer%20names&limit=3",
+        Some(KEY_A),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{found}");
+    assert_eq!(found[0]["id"], id);
+    assert!(found[0]["score"].as_f64().unwrap() > 0.0);
+    let (status, _) = call(
+        &service,
+        "GET",
+        "/v1/databases/concert_singer/memories?q=singer&limit=0",
+        Some(KEY_A),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
     let one = format!("/v1/databases/concert_singer/memories/m{id}");
     let (status, info) = call(
         &service,

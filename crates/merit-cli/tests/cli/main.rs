@@ -8,6 +8,7 @@ mod cli_eval;
 mod cli_report;
 mod interact_pipeline;
 mod interact_report;
+mod mcp_tools;
 mod run_real_model;
 mod serve_process;
 mod stand_in;
