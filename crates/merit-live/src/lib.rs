@@ -30,6 +30,6 @@ pub mod types;
 
 pub use live::{
     Answer, AskRequest, Finalization, LiveAttempt, LiveConfig, LiveDeps, LiveError, LiveEvent,
-    LiveMemory, LiveStats, MemoryInfo, OpenReport, UsedMemory,
+    LiveMemory, LiveStats, MemoryInfo, OpenReport, TimelinePoint, UsedMemory,
 };
 pub use signals::{Record, RetirementPolicy, Signal, UserFeedback};

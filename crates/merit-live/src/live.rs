@@ -62,6 +62,8 @@ struct State {
     next_episode: u64,
     next_position: u64,
     stats: LiveStats,
+    /// One point per finalized episode, in finalization order.
+    timeline: Vec<TimelinePoint>,
     /// Set when a journal write failed after the memory changed: the memory is ahead of its
     /// journal, and every call is refused until the memory is opened again.
     broken: Option<String>,
@@ -182,6 +184,7 @@ impl LiveMemory {
                 next_episode: 0,
                 next_position: 0,
                 stats: LiveStats::default(),
+                timeline: Vec::new(),
                 broken: None,
             }),
         };
@@ -654,6 +657,12 @@ impl LiveMemory {
             (_, Err(error)) => return Err(LiveError::Repair(error.to_string())),
             _ => None,
         };
+        let last = state.timeline.last().copied().unwrap_or_default();
+        let (confirmed, with_feedback) = match &pending.feedback {
+            Some((UserFeedback::Confirm, _)) => (1, 1),
+            Some(_) => (0, 1),
+            None => (0, 0),
+        };
         state.next_position += 1;
         state.finalized.insert(episode);
         let signal_name = signal.map_or("none".to_string(), |s| {
@@ -696,6 +705,13 @@ impl LiveMemory {
             }
         }
         state.stats.pending = state.pending.len() as u64;
+        state.timeline.push(TimelinePoint {
+            position,
+            episode,
+            memories: state.entries.len() as u64,
+            confirmed: last.confirmed + confirmed,
+            with_feedback: last.with_feedback + with_feedback,
+        });
         Ok(Committed {
             memory: memory.map(|id| id.0),
             signal,
@@ -818,6 +834,11 @@ impl LiveMemory {
     /// One memory.
     pub fn memory(&self, id: u64) -> Option<MemoryInfo> {
         info_of(&self.lock(), id)
+    }
+
+    /// One point per finalized episode: memory growth and the users' verdicts over time.
+    pub fn timeline(&self) -> Vec<TimelinePoint> {
+        self.lock().timeline.clone()
     }
 
     /// The counts.

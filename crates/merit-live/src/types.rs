@@ -272,6 +272,23 @@ pub struct LiveStats {
     pub retired: u64,
 }
 
+/// The memory and the users' verdicts after one finalized episode: one point of the growth
+/// and accuracy curves.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct TimelinePoint {
+    /// The episode's stream position (finalization order).
+    pub position: u64,
+    /// The episode.
+    pub episode: u64,
+    /// Memories written so far (retired ones included).
+    pub memories: u64,
+    /// Answers confirmed by their user so far.
+    pub confirmed: u64,
+    /// Answers that got feedback so far (confirmed, rejected or corrected); the share
+    /// confirmed is the accuracy users saw.
+    pub with_feedback: u64,
+}
+
 /// The answer to an ask.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Answer {

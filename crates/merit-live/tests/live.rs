@@ -138,6 +138,19 @@ fn a_confirmed_repair_becomes_a_positive_memory_that_later_repairs_retrieve() {
     assert_eq!(memory.failing_sql, "SELECT nme FROM singer");
     assert_eq!(memory.revised_sql, "SELECT Name FROM singer");
     assert_eq!(memory.confidence, 1.0);
+    let timeline = live.timeline();
+    assert_eq!(timeline.len(), 1);
+    assert_eq!(
+        (
+            timeline[0].episode,
+            timeline[0].memories,
+            timeline[0].confirmed,
+            timeline[0].with_feedback
+        ),
+        (first.episode, 1, 1, 1)
+    );
+    // The journal replays into the same curve.
+    assert_eq!(open(dir.path(), LiveConfig::default()).timeline(), timeline);
 
     // Now a third failing ask retrieves it, with a score.
     let model = Scripted::new(&["SELECT Country FROM singer"]);

@@ -1,7 +1,9 @@
-//! The HTTP JSON API (axum). Every route but `/v1/health` needs `Authorization: Bearer <key>`.
+//! The HTTP JSON API (axum). Every route but `/v1/health` and the page needs
+//! `Authorization: Bearer <key>`.
 //!
 //! | method | path | body | answer |
 //! |---|---|---|---|
+//! | GET | `/` | | the web page (no key needed to load it; it asks for one) |
 //! | GET | `/v1/health` | | `{"status":"ok"}` |
 //! | GET | `/v1/databases` | | the databases the key may use |
 //! | POST | `/v1/ask` | `{"database","question","evidence"?,"sql"?}` | the answer: SQL, rows, attempts, memories used with scores |
@@ -12,6 +14,7 @@
 //! | POST | `/v1/databases/{db}/memories/{id}/retire` | `{"reason"}` | the memory |
 //! | POST | `/v1/databases/{db}/memories/{id}/restore` | | the memory |
 //! | GET | `/v1/databases/{db}/stats` | | counts |
+//! | GET | `/v1/databases/{db}/timeline` | | per finalized episode: memories, confirmed, with feedback |
 //! | POST/GET/DELETE | `/mcp` | MCP (streamable HTTP) | the same operations as MCP tools ([`crate::mcp`]) |
 //!
 //! Errors are `{"error": "<message>"}` with 400 (not JSON, an empty question, a bad id), 401
@@ -305,6 +308,21 @@ fn memory_id(text: &str) -> Result<u64, ApiError> {
     })
 }
 
+async fn timeline(
+    State(service): Shared,
+    headers: HeaderMap,
+    Path(database): Path<String>,
+) -> Result<Response, ApiError> {
+    let caller = caller(&service, &headers)?;
+    let points = blocking(move || service.timeline(&caller, &database)).await?;
+    Ok(axum::Json(points).into_response())
+}
+
+/// The web page (one self-contained file; it calls this API with the key typed into it).
+async fn page() -> axum::response::Html<&'static str> {
+    axum::response::Html(include_str!("page.html"))
+}
+
 async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "no such route; see GET /v1/health")
 }
@@ -342,6 +360,8 @@ pub fn router(service: Arc<Service>) -> Router {
         .route("/v1/databases/{db}/memories/{id}/retire", post(retire))
         .route("/v1/databases/{db}/memories/{id}/restore", post(restore))
         .route("/v1/databases/{db}/stats", get(stats))
+        .route("/v1/databases/{db}/timeline", get(timeline))
+        .route("/", get(page))
         .merge(mcp)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limit))

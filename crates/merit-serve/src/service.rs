@@ -7,7 +7,7 @@ use merit_core::model::{ChatModel, Embedder};
 use merit_interact_env::{PostgresDatabase, PostgresServer};
 use merit_live::{
     Answer, AskRequest, Finalization, LiveConfig, LiveDeps, LiveError, LiveMemory, LiveStats,
-    MemoryInfo, UserFeedback,
+    MemoryInfo, TimelinePoint, UserFeedback,
 };
 use merit_repair::hints::{DatabaseHints, HintKinds};
 use merit_repair::prompts::initial::schema_from_database;
@@ -401,6 +401,17 @@ impl Service {
     ) -> Result<MemoryInfo, ServiceError> {
         let (memory, _) = self.scoped(caller, database)?;
         Ok(memory.restore(id, (self.clock)())?)
+    }
+
+    /// Memory growth and the users' verdicts of `caller`'s memory on `database`, one point
+    /// per finalized episode.
+    pub fn timeline(
+        &self,
+        caller: &Caller,
+        database: &str,
+    ) -> Result<Vec<TimelinePoint>, ServiceError> {
+        let (memory, _) = self.scoped(caller, database)?;
+        Ok(memory.timeline())
     }
 
     /// The counts of `caller`'s memory on `database`.

@@ -12,3 +12,4 @@ mod mcp_tools;
 mod run_real_model;
 mod serve_process;
 mod stand_in;
+mod web_page;

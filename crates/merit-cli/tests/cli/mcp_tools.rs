@@ -6,14 +6,14 @@
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 
-const KEY: &str = "mcp-test-key";
+pub(crate) const KEY: &str = "mcp-test-key";
 const OTHER_KEY: &str = "mcp-other-tenant-key";
-const WORDS: [&str; 4] = ["singer", "name", "country", "age"];
+pub(crate) const WORDS: [&str; 4] = ["singer", "name", "country", "age"];
 
 /// Every repair the model writes.
-fn chat(_body: &Value) -> Value {
+pub(crate) fn chat(_body: &Value) -> Value {
     json!({"id": "x", "object": "chat.completion",
            "choices": [{"index": 0, "finish_reason": "stop", "message":
                {"role": "assistant", "content": "```sql\nSELECT Name FROM singer\n```"}}],
@@ -44,7 +44,7 @@ fn client_script() -> PathBuf {
 }
 
 /// Two tenants on concert_singer; pets_1 is configured but outside the first key's scope.
-fn write_config(dir: &Path) -> PathBuf {
+pub(crate) fn write_config(dir: &Path) -> PathBuf {
     let spider = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/spider/database");
     let text = format!(
         "state_dir = \"{state}\"\n\
@@ -62,7 +62,7 @@ fn write_config(dir: &Path) -> PathBuf {
     path
 }
 
-fn model_args(models: &str, cache: &Path) -> Vec<String> {
+pub(crate) fn model_args(models: &str, cache: &Path) -> Vec<String> {
     [
         "--llm-url",
         models,
@@ -111,18 +111,13 @@ fn run_client(python: &str, args: &[String], env: &[(&str, &str)]) -> Value {
         .unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"))
 }
 
-#[test]
-#[ignore = "needs the MCP Python SDK: MERIT_MCP_PYTHON=$(bash scripts/setup-mcp-client.sh | tail -n 1); run with --include-ignored, as CI does"]
-fn the_official_python_client_drives_the_tools_over_streamable_http() {
-    let Some(python) = mcp_python() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path());
-    let models = crate::stand_in::serve(chat, &WORDS);
+/// Starts `merit serve` on a free port; returns the process and the address it printed.
+pub(crate) fn start_serve(config: &Path, models: &str, cache: &Path) -> (Child, String) {
     let mut server = Command::new(env!("CARGO_BIN_EXE_merit"))
         .args(["serve", "--config"])
-        .arg(&config)
+        .arg(config)
         .args(["--listen", "127.0.0.1:0", "--sweep-secs", "3600"])
-        .args(model_args(&models, &dir.path().join("cache")))
+        .args(model_args(models, cache))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -137,7 +132,19 @@ fn the_official_python_client_drives_the_tools_over_streamable_http() {
             break rest.trim().to_string();
         }
     };
+    // Keep draining stderr so the server never blocks on a full pipe.
     std::thread::spawn(move || for _ in lines {});
+    (server, address)
+}
+
+#[test]
+#[ignore = "needs the MCP Python SDK: MERIT_MCP_PYTHON=$(bash scripts/setup-mcp-client.sh | tail -n 1); run with --include-ignored, as CI does"]
+fn the_official_python_client_drives_the_tools_over_streamable_http() {
+    let Some(python) = mcp_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path());
+    let models = crate::stand_in::serve(chat, &WORDS);
+    let (mut server, address) = start_serve(&config, &models, &dir.path().join("cache"));
     let url = format!("http://{address}/mcp");
     let seen = run_client(
         &python,
