@@ -26,6 +26,7 @@
 pub mod judge;
 pub mod live;
 pub mod signals;
+pub mod store;
 pub mod types;
 
 pub use live::{
@@ -33,3 +34,4 @@ pub use live::{
     LiveMemory, LiveStats, MemoryInfo, OpenReport, TimelinePoint, UsedMemory,
 };
 pub use signals::{Record, RetirementPolicy, Signal, UserFeedback};
+pub use store::{FileJournal, JournalStore, PostgresJournal};

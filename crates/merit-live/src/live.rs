@@ -13,10 +13,10 @@
 
 use crate::judge::ExecutionJudge;
 use crate::signals::{Record, Signal, UserFeedback};
+use crate::store::{FileJournal, JournalStore};
 pub use crate::types::*;
 use merit_core::model::{Decoding, Embedder};
 use merit_core::{Benchmark, Status};
-use merit_journal::jsonl::{self as journal, Appender, Tail};
 use merit_memory::config::Bm25Params;
 use merit_memory::retrieve::bm25_corpus_scores;
 use merit_memory::text::bm25_tokens;
@@ -55,7 +55,9 @@ struct Pending {
 
 struct State {
     memory: Memory,
-    journal: Appender,
+    journal: Box<dyn JournalStore>,
+    /// Journal events applied to this state (the next event's number).
+    applied: u64,
     pending: BTreeMap<u64, Pending>,
     finalized: BTreeSet<u64>,
     entries: BTreeMap<u64, EntryInfo>,
@@ -77,6 +79,33 @@ pub struct LiveMemory {
     embedder: Arc<dyn Embedder>,
     config: LiveConfig,
     state: Mutex<State>,
+}
+
+/// The state with the journal claimed for one decision; released when dropped.
+struct Claimed<'a> {
+    state: MutexGuard<'a, State>,
+}
+
+impl std::ops::Deref for Claimed<'_> {
+    type Target = State;
+
+    fn deref(&self) -> &State {
+        &self.state
+    }
+}
+
+impl std::ops::DerefMut for Claimed<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.state
+    }
+}
+
+impl Drop for Claimed<'_> {
+    fn drop(&mut self) {
+        // A release that fails leaves a lock its connection holds until it closes; nothing
+        // written depends on it.
+        let _ = self.state.journal.release();
+    }
 }
 
 fn to_json(value: &Value) -> serde_json::Value {
@@ -109,7 +138,7 @@ impl RepairMemory for Retriever<'_> {
         if !self.live.config.use_memory {
             return Ok(Vec::new());
         }
-        let state = self.live.lock();
+        let state = self.live.refreshed();
         let view = state
             .memory
             .view_at(StreamPos(state.next_position), &request.question.id);
@@ -147,37 +176,40 @@ impl RepairMemory for Retriever<'_> {
 }
 
 impl LiveMemory {
-    /// Opens (creating) the live memory of database `db_id` in `dir`, replaying its journal.
+    /// Opens (creating) the live memory of database `db_id` in `dir`, replaying its journal
+    /// file ([`JOURNAL_FILE`]).
     pub fn open(
         dir: &Path,
         db_id: &str,
         embedder: Arc<dyn Embedder>,
         config: LiveConfig,
     ) -> Result<(LiveMemory, OpenReport), LiveError> {
-        let path = dir.join(JOURNAL_FILE);
-        let parse = |raw: &[u8]| {
-            if raw.iter().all(u8::is_ascii_whitespace) {
-                return Ok(None);
-            }
-            serde_json::from_slice::<LiveEvent>(raw)
-                .map(Some)
-                .map_err(|e| e.to_string())
-        };
-        let (events, ending) = journal::read_all(&path, Tail::Torn, parse)?;
-        let journal = Appender::resume(&path, &ending)?;
+        let journal = FileJournal::open(&dir.join(JOURNAL_FILE))?;
+        LiveMemory::open_with_store(Box::new(journal), db_id, embedder, config)
+    }
+
+    /// Opens the live memory of database `db_id` whose journal is `journal` (a file, or a
+    /// table that several replicas share: see [`crate::store`]), replaying it.
+    pub fn open_with_store(
+        journal: Box<dyn JournalStore>,
+        db_id: &str,
+        embedder: Arc<dyn Embedder>,
+        config: LiveConfig,
+    ) -> Result<(LiveMemory, OpenReport), LiveError> {
         let mut report = OpenReport {
-            events: events.len(),
-            torn_bytes: ending.torn.as_ref().map_or(0, |torn| torn.bytes),
+            events: 0,
+            torn_bytes: journal.torn_bytes(),
             finalized_on_open: 0,
         };
         let live = LiveMemory {
             db_id: db_id.to_string(),
-            path: path.clone(),
+            path: PathBuf::from(journal.describe()),
             embedder: Arc::clone(&embedder),
             config,
             state: Mutex::new(State {
                 memory: Memory::for_embedder(embedder.as_ref()),
                 journal,
+                applied: 0,
                 pending: BTreeMap::new(),
                 finalized: BTreeSet::new(),
                 entries: BTreeMap::new(),
@@ -189,10 +221,9 @@ impl LiveMemory {
             }),
         };
         {
-            let mut state = live.lock();
-            for event in events {
-                live.replay(&mut state, event)?;
-            }
+            // Claimed: replaying and repairing what a kill left is a decision like any other.
+            let mut state = live.lock_usable()?;
+            report.events = state.applied as usize;
             // Acknowledged feedback whose finalization was not written: finalize it now.
             let waiting: Vec<u64> = state
                 .pending
@@ -225,13 +256,38 @@ impl LiveMemory {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The state, unless a failed journal write left it ahead of its journal.
-    fn lock_usable(&self) -> Result<MutexGuard<'_, State>, LiveError> {
-        let state = self.lock();
-        match &state.broken {
-            Some(reason) => Err(LiveError::Broken(reason.clone())),
-            None => Ok(state),
+    /// Applies the journal's events this state has not seen (another replica's, or all of
+    /// them at open).
+    fn catch_up(&self, state: &mut State) -> Result<(), LiveError> {
+        let from = state.applied;
+        for event in state.journal.read_from(from)? {
+            self.replay(state, event)?;
+            state.applied += 1;
         }
+        Ok(())
+    }
+
+    /// The state for reading, caught up with the journal as far as it can be read now (a
+    /// journal that cannot be read leaves the last state read; writers report the error).
+    fn refreshed(&self) -> MutexGuard<'_, State> {
+        let mut state = self.lock();
+        if state.broken.is_none() {
+            let _ = self.catch_up(&mut state);
+        }
+        state
+    }
+
+    /// The state for a decision that writes: the journal claimed for this writer alone and
+    /// caught up, unless a failed journal write left the state ahead of its journal.
+    fn lock_usable(&self) -> Result<Claimed<'_>, LiveError> {
+        let mut state = self.lock();
+        if let Some(reason) = &state.broken {
+            return Err(LiveError::Broken(reason.clone()));
+        }
+        state.journal.claim()?;
+        let mut claimed = Claimed { state };
+        self.catch_up(&mut claimed)?;
+        Ok(claimed)
     }
 
     fn corrupt(&self, message: String) -> LiveError {
@@ -316,8 +372,9 @@ impl LiveMemory {
     }
 
     fn append(&self, state: &mut State, event: &LiveEvent) -> Result<(), LiveError> {
-        let line = journal::to_line(event).map_err(|e| self.corrupt(e.to_string()))?;
-        state.journal.append(&line)?;
+        let at = state.applied;
+        state.journal.append_at(at, event)?;
+        state.applied += 1;
         Ok(())
     }
 
@@ -331,8 +388,9 @@ impl LiveMemory {
     ) -> Result<Answer, LiveError> {
         let episode = {
             let mut state = self.lock_usable()?;
-            let episode = state.next_episode;
-            state.next_episode += 1;
+            let local = state.next_episode;
+            let episode = state.journal.allocate_episode(local)?;
+            state.next_episode = episode + 1;
             episode
         };
         let benchmark = if request.evidence.trim().is_empty() {
@@ -793,7 +851,7 @@ impl LiveMemory {
 
     /// Every memory, oldest first.
     pub fn memories(&self) -> Vec<MemoryInfo> {
-        let state = self.lock();
+        let state = self.refreshed();
         state
             .entries
             .keys()
@@ -833,17 +891,17 @@ impl LiveMemory {
 
     /// One memory.
     pub fn memory(&self, id: u64) -> Option<MemoryInfo> {
-        info_of(&self.lock(), id)
+        info_of(&self.refreshed(), id)
     }
 
     /// One point per finalized episode: memory growth and the users' verdicts over time.
     pub fn timeline(&self) -> Vec<TimelinePoint> {
-        self.lock().timeline.clone()
+        self.refreshed().timeline.clone()
     }
 
     /// The counts.
     pub fn stats(&self) -> LiveStats {
-        let state = self.lock();
+        let state = self.refreshed();
         let mut stats = state.stats.clone();
         stats.pending = state.pending.len() as u64;
         stats

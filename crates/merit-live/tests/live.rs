@@ -494,3 +494,143 @@ fn concurrent_asks_and_feedback_serialize_into_one_consistent_journal() {
     assert_eq!(reopened.memories(), memories);
     assert_eq!(reopened.stats(), stats);
 }
+
+/// The PostgreSQL server of the replica test, or `None` (skipping loudly) when none is given
+/// and none is required.
+fn postgres_url() -> Option<String> {
+    match std::env::var("MERIT_TEST_POSTGRES_URL") {
+        Ok(url) if !url.trim().is_empty() => Some(url.trim().to_string()),
+        _ => {
+            assert!(
+                std::env::var("MERIT_REQUIRE_POSTGRES").as_deref() != Ok("1"),
+                "MERIT_REQUIRE_POSTGRES=1 but MERIT_TEST_POSTGRES_URL is not set"
+            );
+            eprintln!("\n=== SKIPPED: shared PostgreSQL journal (MERIT_TEST_POSTGRES_URL unset)\n");
+            None
+        }
+    }
+}
+
+/// Issue 21, item 4: two replicas (two live memories, as two `merit serve` processes would
+/// hold) on one PostgreSQL journal. Feedback through one is visible through the other once
+/// finalized and retrieved by its next repair; feedback on one episode through both lands
+/// once; four threads on each replica asking and giving feedback at once leave one memory
+/// that both replicas, and a third opened afterwards, see identically, with no duplicate.
+#[test]
+#[ignore = "needs PostgreSQL: set MERIT_TEST_POSTGRES_URL (bash scripts/setup-postgres.sh); run with --include-ignored, as CI does"]
+fn two_replicas_share_one_memory_through_a_postgres_journal() {
+    use merit_live::PostgresJournal;
+    let Some(url) = postgres_url() else { return };
+    let name = format!(
+        "test-replicas-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    let config = LiveConfig {
+        retirement: RetirementPolicy { strikes: 0 },
+        ..LiveConfig::default()
+    };
+    let replica = || {
+        let journal = PostgresJournal::connect(&url, &name).expect("the journal table opens");
+        let embedder: Arc<dyn Embedder> = Arc::new(HashEmbedder::new(64));
+        LiveMemory::open_with_store(
+            Box::new(journal),
+            "concert_singer",
+            embedder,
+            config.clone(),
+        )
+        .expect("the replica opens")
+        .0
+    };
+    let (a, b) = (replica(), replica());
+    let db = database();
+
+    let first = ask(
+        &a,
+        &db,
+        &Scripted::new(&["SELECT Name FROM singer"]),
+        "Names of singers?",
+        "SELECT nme FROM singer",
+        1,
+    );
+    assert!(first.executed);
+    let done = b
+        .feedback(first.episode, UserFeedback::Confirm, &db, 2)
+        .expect("feedback through the other replica");
+    let id = done.memory.expect("a confirmed repair is remembered");
+    assert_eq!(a.memory(id).unwrap().revised_sql, "SELECT Name FROM singer");
+    let second = ask(
+        &a,
+        &db,
+        &Scripted::new(&["SELECT Country FROM singer"]),
+        "Countries of singers?",
+        "SELECT cntry FROM singer",
+        3,
+    );
+    assert_eq!(second.memories_used[0].id, id, "{second:?}");
+    assert_ne!(second.episode, first.episode);
+    b.feedback(second.episode, UserFeedback::Reject, &db, 4)
+        .unwrap();
+    assert!(matches!(
+        a.feedback(second.episode, UserFeedback::Confirm, &db, 5),
+        Err(LiveError::AlreadyFinalized(_))
+    ));
+
+    std::thread::scope(|scope| {
+        for (replica, live) in [(0u64, &a), (1, &b)] {
+            for thread in 0..4u64 {
+                let db = &db;
+                scope.spawn(move || {
+                    for round in 0..3u64 {
+                        let answer = live
+                            .ask(
+                                &AskRequest {
+                                    database: None,
+                                    question: &format!(
+                                        "Singer names, replica {replica} thread {thread} round {round}?"
+                                    ),
+                                    evidence: "",
+                                    schema: SCHEMA,
+                                    initial_sql: Some("SELECT nme FROM singer"),
+                                },
+                                &LiveDeps {
+                                    model: &AlwaysFix,
+                                    initial_model: None,
+                                    database: db,
+                                    aids: None,
+                                },
+                                10 + round,
+                            )
+                            .unwrap();
+                        let feedback = if (thread + round) % 2 == 0 {
+                            UserFeedback::Confirm
+                        } else {
+                            UserFeedback::Reject
+                        };
+                        live.feedback(answer.episode, feedback, db, 20 + round)
+                            .unwrap();
+                    }
+                });
+            }
+        }
+    });
+    let memories = a.memories();
+    assert_eq!(
+        memories.len(),
+        2 + 24,
+        "one entry per finalized repaired episode"
+    );
+    let ids: std::collections::BTreeSet<u64> = memories.iter().map(|m| m.id).collect();
+    let episodes: std::collections::BTreeSet<u64> = memories.iter().map(|m| m.episode).collect();
+    assert_eq!((ids.len(), episodes.len()), (26, 26), "no duplicate");
+    assert_eq!(b.memories(), memories);
+    assert_eq!(a.stats(), b.stats());
+    assert_eq!(a.stats().asked, 26);
+    assert_eq!(a.timeline(), b.timeline());
+    let third = replica();
+    assert_eq!(third.memories(), memories);
+    assert_eq!(third.stats(), a.stats());
+}

@@ -546,8 +546,9 @@ impl ChatModel for OpenAiChat {
     }
 }
 
-/// Reads text and usage out of a chat-completions reply.
-fn parse_chat_reply(reply: &Json, latency: Duration) -> Result<ChatReply, ModelError> {
+/// Reads text, usage and native tool calls out of a chat-completions reply (what a server
+/// answered, untrusted: anything malformed is a [`ModelError::Malformed`] naming the part).
+pub fn parse_chat_reply(reply: &Json, latency: Duration) -> Result<ChatReply, ModelError> {
     let choice = reply
         .get("choices")
         .and_then(Json::as_array)

@@ -128,6 +128,11 @@ pub struct ServeConfig {
     /// Where the live memories are kept.
     #[serde(default = "default_state_dir")]
     pub state_dir: PathBuf,
+    /// Keep every memory's journal on this PostgreSQL server instead of `state_dir`, so
+    /// several `merit serve` replicas share one memory per tenant and database (see
+    /// `merit_live::store`).
+    #[serde(default)]
+    pub memory_postgres: Option<String>,
     /// Seconds an answer waits for feedback before it is finalized without.
     #[serde(default = "default_finalize_after_secs")]
     pub finalize_after_secs: u64,

@@ -6,8 +6,8 @@ use crate::config::{hash_key, ServeConfig};
 use merit_core::model::{ChatModel, Embedder};
 use merit_interact_env::{PostgresDatabase, PostgresServer};
 use merit_live::{
-    Answer, AskRequest, Finalization, LiveConfig, LiveDeps, LiveError, LiveMemory, LiveStats,
-    MemoryInfo, TimelinePoint, UserFeedback,
+    Answer, AskRequest, FileJournal, Finalization, JournalStore, LiveConfig, LiveDeps, LiveError,
+    LiveMemory, LiveStats, MemoryInfo, PostgresJournal, TimelinePoint, UserFeedback,
 };
 use merit_repair::hints::{DatabaseHints, HintKinds};
 use merit_repair::prompts::initial::schema_from_database;
@@ -249,9 +249,21 @@ impl Service {
         if let Some(memory) = memories.get(&key) {
             return Ok(Arc::clone(memory));
         }
-        let dir = self.config.state_dir.join(tenant).join(database);
-        let (memory, _) = LiveMemory::open(
-            &dir,
+        let journal: Box<dyn JournalStore> = match &self.config.memory_postgres {
+            // Shared by every replica that names the same server.
+            Some(url) => Box::new(PostgresJournal::connect(
+                url,
+                &format!("{tenant}/{database}"),
+            )?),
+            None => {
+                let dir = self.config.state_dir.join(tenant).join(database);
+                Box::new(FileJournal::open(
+                    &dir.join(merit_live::live::JOURNAL_FILE),
+                )?)
+            }
+        };
+        let (memory, _) = LiveMemory::open_with_store(
+            journal,
             database,
             Arc::clone(&self.embedder),
             self.live.clone(),

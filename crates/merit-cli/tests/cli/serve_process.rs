@@ -392,3 +392,100 @@ fn a_full_disk_stops_a_repair_run_cleanly_and_it_resumes() {
         "the resumed logs equal the uninterrupted ones"
     );
 }
+
+/// Issue 21, item 4: two `merit serve` replicas whose configurations name one PostgreSQL
+/// server for memory. An answer given by one takes feedback through the other; the memory it
+/// makes is listed by both; clients asking and giving feedback through both replicas at once
+/// leave one memory, the same through either, with no duplicate.
+#[test]
+#[ignore = "needs PostgreSQL: set MERIT_TEST_POSTGRES_URL (bash scripts/setup-postgres.sh); run with --include-ignored, as CI does"]
+fn two_replicas_share_one_memory_on_postgresql() {
+    let Ok(url) = std::env::var("MERIT_TEST_POSTGRES_URL") else {
+        assert!(
+            std::env::var("MERIT_REQUIRE_POSTGRES").as_deref() != Ok("1"),
+            "MERIT_REQUIRE_POSTGRES=1 but MERIT_TEST_POSTGRES_URL is not set"
+        );
+        eprintln!(
+            "\n=== SKIPPED: replicas on one PostgreSQL memory (MERIT_TEST_POSTGRES_URL unset)\n"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let models = crate::stand_in::serve(chat, &WORDS);
+    // Each replica has its own state folder and cache; only the memory is shared. A tenant
+    // name of its own keeps this run's memory apart from earlier runs on the same server.
+    let tenant = format!("replicas{}", std::process::id());
+    let config = |name: &str| {
+        let path = write_config(dir.path());
+        let text = std::fs::read_to_string(&path)
+            .unwrap()
+            .replace(
+                "state_dir = \"state\"",
+                &format!(
+                    "state_dir = \"state-{name}\"\nmemory_postgres = \"{}\"",
+                    url.trim()
+                ),
+            )
+            .replace("tenant = \"acme\"", &format!("tenant = \"{tenant}\""));
+        let path = dir.path().join(format!("serve-{name}.toml"));
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let (config_a, config_b) = (config("a"), config("b"));
+    let (mut a, address_a) = start(&config_a, &models, &dir.path().join("cache-a"));
+    let (mut b, address_b) = start(&config_b, &models, &dir.path().join("cache-b"));
+
+    let (status, answer) = http(
+        &address_a,
+        "POST",
+        "/v1/ask",
+        Some(
+            &json!({"database": "concert_singer", "question": "Singer names?",
+                     "sql": "SELECT nme FROM singer"}),
+        ),
+    )
+    .unwrap();
+    assert_eq!(status, 200, "{answer}");
+    let (status, done) = http(
+        &address_b,
+        "POST",
+        "/v1/feedback",
+        Some(
+            &json!({"database": "concert_singer", "episode": answer["episode"],
+                     "feedback": {"kind": "confirm"}}),
+        ),
+    )
+    .unwrap();
+    assert_eq!(status, 200, "{done}");
+    let memories = "/v1/databases/concert_singer/memories";
+    let (_, listed) = http(&address_a, "GET", memories, None).unwrap();
+    assert_eq!(listed[0]["id"], done["memory"], "{listed}");
+
+    std::thread::scope(|scope| {
+        for (client, address) in [&address_a, &address_b, &address_a, &address_b]
+            .into_iter()
+            .enumerate()
+        {
+            scope.spawn(move || {
+                for round in 0..3u64 {
+                    ask_and_answer(address, 100 * client as u64 + round + 1)
+                        .expect("the replica answers");
+                }
+            });
+        }
+    });
+    let (_, through_a) = http(&address_a, "GET", memories, None).unwrap();
+    let (_, through_b) = http(&address_b, "GET", memories, None).unwrap();
+    assert_eq!(through_a, through_b);
+    let list = through_a.as_array().unwrap();
+    assert_eq!(list.len(), 13, "one memory per finalized repaired answer");
+    let episodes: std::collections::BTreeSet<u64> = list
+        .iter()
+        .map(|m| m["episode"].as_u64().unwrap())
+        .collect();
+    assert_eq!(episodes.len(), 13, "no duplicate");
+    for child in [&mut a, &mut b] {
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+}
