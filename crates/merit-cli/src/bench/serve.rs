@@ -38,6 +38,10 @@ pub struct ServeBenchArgs {
     /// Ask → feedback pairs in all.
     #[arg(long, default_value_t = 1000)]
     requests: usize,
+    /// Also time the library with its memory's journal on this PostgreSQL server (the shared
+    /// memory of replicas), and how long a new replica takes to open that memory.
+    #[arg(long)]
+    memory_postgres: Option<String>,
 }
 
 const KEY: &str = "bench-serve-key";
@@ -62,13 +66,21 @@ impl ChatModel for InstantRepair {
     }
 }
 
-fn service(args: &ServeBenchArgs, state: &std::path::Path) -> Result<Arc<Service>> {
+fn service(
+    args: &ServeBenchArgs,
+    state: &std::path::Path,
+    memory_postgres: Option<&str>,
+    tenant: &str,
+) -> Result<Arc<Service>> {
     let path = merit_data::DatabaseDir::new(&args.db_dir)
         .locate(&args.db)
         .map_err(|missing| anyhow!("{missing}"))?;
+    let shared = memory_postgres
+        .map(|url| format!("memory_postgres = {url:?}\n"))
+        .unwrap_or_default();
     let text = format!(
-        "state_dir = {state:?}\n[[databases]]\nname = {db:?}\npath = {path:?}\n\
-         [[keys]]\ntenant = \"bench\"\nsha256 = \"{hash}\"\ndatabases = [{db:?}]\n",
+        "state_dir = {state:?}\n{shared}[[databases]]\nname = {db:?}\npath = {path:?}\n\
+         [[keys]]\ntenant = {tenant:?}\nsha256 = \"{hash}\"\ndatabases = [{db:?}]\n",
         state = state.display().to_string(),
         db = args.db,
         path = path.display().to_string(),
@@ -152,10 +164,15 @@ impl Timings {
     }
 }
 
-/// The pairs on the library from one thread.
-fn library_baseline(args: &ServeBenchArgs) -> Result<Timings> {
+/// The pairs on the library from one thread (the memory's journal a file, or a PostgreSQL
+/// table under `tenant`).
+fn library_baseline(
+    args: &ServeBenchArgs,
+    memory_postgres: Option<&str>,
+    tenant: &str,
+) -> Result<Timings> {
     let scratch = tempfile::tempdir()?;
-    let service = service(args, scratch.path())?;
+    let service = service(args, scratch.path(), memory_postgres, tenant)?;
     let caller = service.authenticate(Some(&format!("Bearer {KEY}")))?;
     let mut timings = Timings {
         ask_ms: Vec::new(),
@@ -178,6 +195,46 @@ fn library_baseline(args: &ServeBenchArgs) -> Result<Timings> {
     Ok(timings)
 }
 
+/// The library with the memory's journal on PostgreSQL, against the file-journal baseline,
+/// and the time a second replica takes to open the memory the run left (replaying every
+/// event into its own index).
+fn shared_memory(args: &ServeBenchArgs, url: &str, baseline: &Timings) -> Result<()> {
+    // A tenant of its own: the table keeps earlier runs' memories.
+    let tenant = format!(
+        "bench{}x{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis())
+    );
+    let mut shared = library_baseline(args, Some(url), &tenant)
+        .context("the library on a PostgreSQL journal failed")?;
+    shared.print("library, one thread, journal on PostgreSQL", args.requests);
+    println!(
+        "ratio PostgreSQL/file journal: throughput {:.2}x; ask p50 {:.2}x; feedback p50 {:.2}x",
+        baseline.wall.as_secs_f64() / shared.wall.as_secs_f64().max(1e-9),
+        percentile(&shared.ask_ms, 50.0) / percentile(&baseline.ask_ms, 50.0).max(1e-9),
+        percentile(&shared.feedback_ms, 50.0) / percentile(&baseline.feedback_ms, 50.0).max(1e-9),
+    );
+    let scratch = tempfile::tempdir()?;
+    let started = Instant::now();
+    let replica = service(args, scratch.path(), Some(url), &tenant)?;
+    let opened = started.elapsed();
+    let caller = replica.authenticate(Some(&format!("Bearer {KEY}")))?;
+    let memories = replica.memories(&caller, &args.db, None)?.len();
+    println!(
+        "a new replica opened the shared memory ({memories} memories, {} answers) in {:.2} s",
+        args.requests,
+        opened.as_secs_f64()
+    );
+    if memories != args.requests {
+        bail!("the new replica sees {memories} memories, not {}", args.requests);
+    }
+    // The replica's PostgreSQL connection closes here, outside any async runtime.
+    drop(replica);
+    Ok(())
+}
+
 /// What the clients collect: ask and feedback latencies (ms), and each acknowledged
 /// feedback's episode with the finalization the service reported.
 type Collected = (Vec<f64>, Vec<f64>, Vec<(u64, Value)>);
@@ -194,11 +251,15 @@ pub fn run(args: ServeBenchArgs) -> Result<()> {
         args.requests,
         args.db
     );
-    let mut baseline = library_baseline(&args).context("the library baseline failed")?;
+    let mut baseline =
+        library_baseline(&args, None, "bench").context("the library baseline failed")?;
     baseline.print("library, one thread (baseline)", args.requests);
+    if let Some(url) = &args.memory_postgres {
+        shared_memory(&args, url, &baseline)?;
+    }
 
     let scratch = tempfile::tempdir()?;
-    let service = service(&args, scratch.path())?;
+    let service = service(&args, scratch.path(), None, "bench")?;
     let runtime = tokio::runtime::Runtime::new()?;
     let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
     let address = listener.local_addr()?.to_string();
