@@ -168,10 +168,13 @@ mod tests {
             .map(|entry| entry.unwrap().file_name())
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("result.json")]);
-        // A folder that does not exist is an error, and nothing is created.
-        let missing = dir.join("absent").join("x.json");
-        assert!(write_atomically(&missing, b"x").is_err());
-        assert!(!dir.join("absent").exists());
+        // A folder that does not exist is created first.
+        let nested = dir.join("absent").join("x.json");
+        write_atomically(&nested, b"x").unwrap();
+        assert_eq!(std::fs::read(&nested).unwrap(), b"x");
+        // A folder that cannot be created (a file stands in its way) is an error.
+        let blocked = path.join("x.json");
+        assert!(write_atomically(&blocked, b"x").is_err());
         assert_ne!(temporary_beside(&path), temporary_beside(&path));
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -228,7 +228,10 @@ fn shared_memory(args: &ServeBenchArgs, url: &str, baseline: &Timings) -> Result
         opened.as_secs_f64()
     );
     if memories != args.requests {
-        bail!("the new replica sees {memories} memories, not {}", args.requests);
+        bail!(
+            "the new replica sees {memories} memories, not {}",
+            args.requests
+        );
     }
     // The replica's PostgreSQL connection closes here, outside any async runtime.
     drop(replica);
