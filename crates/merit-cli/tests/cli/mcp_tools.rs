@@ -4,21 +4,11 @@
 //! restore), with refusals read as tool errors and tenants kept apart.
 
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 pub(crate) const KEY: &str = "mcp-test-key";
 const OTHER_KEY: &str = "mcp-other-tenant-key";
-pub(crate) const WORDS: [&str; 4] = ["singer", "name", "country", "age"];
-
-/// Every repair the model writes.
-pub(crate) fn chat(_body: &Value) -> Value {
-    json!({"id": "x", "object": "chat.completion",
-           "choices": [{"index": 0, "finish_reason": "stop", "message":
-               {"role": "assistant", "content": "```sql\nSELECT Name FROM singer\n```"}}],
-           "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25}})
-}
 
 /// The python of a virtual environment with the MCP SDK (`scripts/setup-mcp-client.sh`), or
 /// `None` (skipping loudly) when it is not given and not required.
@@ -111,40 +101,15 @@ fn run_client(python: &str, args: &[String], env: &[(&str, &str)]) -> Value {
         .unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"))
 }
 
-/// Starts `merit serve` on a free port; returns the process and the address it printed.
-pub(crate) fn start_serve(config: &Path, models: &str, cache: &Path) -> (Child, String) {
-    let mut server = Command::new(env!("CARGO_BIN_EXE_merit"))
-        .args(["serve", "--config"])
-        .arg(config)
-        .args(["--listen", "127.0.0.1:0", "--sweep-secs", "3600"])
-        .args(model_args(models, cache))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("merit serve starts");
-    let mut lines = BufReader::new(server.stderr.take().unwrap()).lines();
-    let address = loop {
-        let line = lines
-            .next()
-            .expect("merit serve printed its address")
-            .unwrap();
-        if let Some(rest) = line.split("listening on http://").nth(1) {
-            break rest.trim().to_string();
-        }
-    };
-    // Keep draining stderr so the server never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    (server, address)
-}
-
 #[test]
 #[ignore = "needs the MCP Python SDK: MERIT_MCP_PYTHON=$(bash scripts/setup-mcp-client.sh | tail -n 1); run with --include-ignored, as CI does"]
 fn the_official_python_client_drives_the_tools_over_streamable_http() {
     let Some(python) = mcp_python() else { return };
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path());
-    let models = crate::stand_in::serve(chat, &WORDS);
-    let (mut server, address) = start_serve(&config, &models, &dir.path().join("cache"));
+    let models = crate::stand_in::serve(crate::serve_process::chat, &crate::serve_process::WORDS);
+    let (mut server, address) =
+        crate::serve_process::start(&config, &models, &dir.path().join("cache"));
     let url = format!("http://{address}/mcp");
     let seen = run_client(
         &python,
@@ -185,7 +150,7 @@ fn the_official_python_client_drives_merit_mcp_over_stdio() {
     let Some(python) = mcp_python() else { return };
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path());
-    let models = crate::stand_in::serve(chat, &WORDS);
+    let models = crate::stand_in::serve(crate::serve_process::chat, &crate::serve_process::WORDS);
     let mut args = vec![
         "stdio".to_string(),
         env!("CARGO_BIN_EXE_merit").to_string(),

@@ -11,10 +11,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const KEY: &str = "serve-test-key";
-const WORDS: [&str; 4] = ["singer", "name", "country", "age"];
+pub(crate) const WORDS: [&str; 4] = ["singer", "name", "country", "age"];
 
 /// Every repair the model writes.
-fn chat(_body: &Value) -> Value {
+pub(crate) fn chat(_body: &Value) -> Value {
     json!({"id": "x", "object": "chat.completion",
            "choices": [{"index": 0, "finish_reason": "stop", "message":
                {"role": "assistant", "content": "```sql\nSELECT Name FROM singer\n```"}}],
@@ -61,7 +61,7 @@ fn write_config(dir: &Path) -> std::path::PathBuf {
 
 /// Starts `merit serve` on a free port against the stand-in models; returns the process and
 /// the address it printed.
-fn start(config: &Path, models: &str, cache: &Path) -> (Child, String) {
+pub(crate) fn start(config: &Path, models: &str, cache: &Path) -> (Child, String) {
     let mut child = merit()
         .args(["serve", "--config"])
         .arg(config)

@@ -3,7 +3,8 @@
 //! process clicks through ask → reject → ask → correct → memory visible → retire, and reads
 //! the answer, the attempts, the memories used and the growth plot off the page.
 
-use crate::mcp_tools::{chat, start_serve, write_config, KEY, WORDS};
+use crate::mcp_tools::{write_config, KEY};
+use crate::serve_process::{chat, start, WORDS};
 use fantoccini::{ClientBuilder, Locator};
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
@@ -125,7 +126,7 @@ async fn the_web_page_asks_takes_feedback_and_manages_memory_in_a_real_browser()
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path());
     let models = crate::stand_in::serve(chat, &WORDS);
-    let (mut server, address) = start_serve(&config, &models, &dir.path().join("cache"));
+    let (mut server, address) = start(&config, &models, &dir.path().join("cache"));
     let (_driver, webdriver) = start_chromedriver(&program);
     let mut capabilities = serde_json::Map::new();
     capabilities.insert(
