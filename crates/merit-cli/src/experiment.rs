@@ -10,14 +10,17 @@ use merit_core::episode::EpisodeRecord;
 use merit_core::model::{ChatModel, Embedder};
 use merit_core::{Benchmark, Question};
 use merit_data::DatabaseDir;
+use merit_lab::copies::DatabaseCopies;
 use merit_lab::experiment::{
-    choose_questions, load_benchmark, ExperimentModels, ExperimentProgress, RepairExperiment, Split,
+    choose_questions, load_benchmark, ChosenQuestions, ExperimentModels, ExperimentProgress,
+    RepairExperiment, Split,
 };
 use merit_lab::report::{build_report, render_markdown};
 use merit_lab::run::StreamSpec;
 use merit_models::cache::{CachedChat, CachedEmbedder, ReplyStore};
 use merit_models::openai::{OpenAiChat, OpenAiConfig, OpenAiEmbedder};
 use merit_repair::hints::HintKinds;
+use merit_repair::prompts::initial::schema_from_database;
 use merit_repair::repair::{RepairAids, RepairLayout};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -75,6 +78,13 @@ pub struct RunArgs {
     /// Folder with `<db_id>/<db_id>.sqlite`.
     #[arg(long)]
     pub db_dir: PathBuf,
+    /// Run the candidates on PostgreSQL copies of the databases on this server
+    /// (`postgresql://USER:PASSWORD@HOST:PORT/ADMIN_DB`, a role that is not a superuser):
+    /// each SQLite file is loaded once into a template database there; the model sees the
+    /// copy's schema and writes PostgreSQL; the oracle compares the candidate's rows on the
+    /// copy with the gold rows from SQLite (Spider only; no repair aids).
+    #[arg(long)]
+    pub pg_url: Option<String>,
     /// Question split: dev (`dev.json`) or train (`train.json`, Spider: for calibration).
     #[arg(long, value_enum, default_value = "dev")]
     pub split: SplitArg,
@@ -314,6 +324,10 @@ pub fn run_experiment(args: RunArgs, models: Option<ExperimentModels>) -> Result
             chosen.failing_gold
         );
     }
+    let copies = match &args.pg_url {
+        Some(url) => Some(postgres_copies(url, benchmark, &chosen, &databases)?),
+        None => None,
+    };
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     // One process per run directory: a second `merit run` (or resume) of the same folder
     // would append to the same logs. Held until this function returns.
@@ -333,6 +347,7 @@ pub fn run_experiment(args: RunArgs, models: Option<ExperimentModels>) -> Result
         max_tokens: args.max_tokens,
         aids: args.aids(),
         parallel: streams_at_once(&args),
+        copies: copies.as_ref(),
     };
     let manifest = experiment.manifest(&models, args.repair_model.is_some());
     let bars = Bars::new(&experiment.streams(), chosen.questions.len());
@@ -349,6 +364,49 @@ pub fn run_experiment(args: RunArgs, models: Option<ExperimentModels>) -> Result
     print!("{}", render_markdown(&build_report(&episodes)));
     eprintln!("run directory: {}", dir.display());
     Ok(dir)
+}
+
+/// PostgreSQL copies of the chosen questions' databases on the server at `url` (each SQLite
+/// file loaded once into a template there; the run reads the templates).
+fn postgres_copies(
+    url: &str,
+    benchmark: Benchmark,
+    chosen: &ChosenQuestions,
+    databases: &DatabaseDir,
+) -> Result<DatabaseCopies> {
+    if benchmark != Benchmark::Spider {
+        bail!("--pg-url runs Spider questions only (BIRD's comparison is not offered on copies)");
+    }
+    let server = merit_interact::PostgresServer::new(url)?;
+    let mut copies = DatabaseCopies {
+        engine: "postgres".into(),
+        databases: HashMap::new(),
+        schemas: HashMap::new(),
+    };
+    for (question, _) in &chosen.questions {
+        if copies.databases.contains_key(&question.db_id) {
+            continue;
+        }
+        let file = databases
+            .locate(&question.db_id)
+            .map_err(|missing| anyhow!("{missing}"))?;
+        let template = server
+            .ensure_sqlite_template(&question.db_id, &file)
+            .with_context(|| format!("cannot load {} into PostgreSQL", question.db_id))?;
+        let copy = merit_interact::PostgresDatabase::connect(&server, &template)?;
+        let schema = schema_from_database(&copy)
+            .with_context(|| format!("cannot read the schema of {template}"))?;
+        copies.schemas.insert(question.db_id.clone(), schema);
+        copies
+            .databases
+            .insert(question.db_id.clone(), Box::new(copy));
+    }
+    eprintln!(
+        "candidates run on PostgreSQL copies of {} databases on {}",
+        copies.databases.len(),
+        server.describe()
+    );
+    Ok(copies)
 }
 
 /// The progress of a run: a bar for the initial predictions, one per stream with its running

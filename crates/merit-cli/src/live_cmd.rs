@@ -63,6 +63,7 @@ pub fn run(args: LiveExperimentArgs) -> Result<()> {
     let initial = initial_predictions(
         &out.join("initial.jsonl"),
         benchmark,
+        merit_sql::Dialect::Sqlite,
         &chosen.questions,
         models.initial.as_ref(),
         run.max_tokens,

@@ -81,6 +81,7 @@ fn demo_run_args(args: DemoArgs, data: PathBuf, db_dir: PathBuf) -> RunArgs {
         split: SplitArg::Dev,
         data,
         db_dir,
+        pg_url: None,
         methods: vec!["iterative".into(), "merit".into()],
         seeds: vec![0],
         k: args.k,

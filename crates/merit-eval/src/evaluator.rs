@@ -90,6 +90,10 @@ impl Verdict {
 type GoldCache = Mutex<HashMap<(PathBuf, String), Arc<Result<Rows, ExecError>>>>;
 type SchemaCache = Mutex<HashMap<PathBuf, Arc<Result<SpiderSchema, ExecError>>>>;
 
+/// Runs a normalised prediction elsewhere for [`Evaluator::spider_exec_with`]: its rows, or
+/// `Ok(None)` once it has more rows than the gold's count (the second argument).
+pub type FetchPrediction<'a> = dyn Fn(&str, usize) -> Result<Option<Rows>, ExecError> + 'a;
+
 /// Runs both official comparisons with shared connection pools and gold-result caches.
 ///
 /// Gold results are computed once per (database file, gold text) and kept, because every
@@ -215,6 +219,46 @@ impl Evaluator {
     /// `db_path` is the question's database file; as in the reference, the comparison runs on
     /// every file whose name contains `.sqlite` in the same folder, and must hold on all.
     pub fn spider_exec(&self, db_path: &Path, gold: &str, prediction: &str) -> Verdict {
+        let files = match sibling_sqlite_files(db_path) {
+            Ok(files) => files,
+            Err(message) => return Verdict::GoldError(message),
+        };
+        self.spider_exec_on(&files, gold, prediction, &|file, sql, gold_len| {
+            self.fetch_spider_prediction(file, sql, gold_len)
+        })
+    }
+
+    /// [`Evaluator::spider_exec`] with the prediction executed elsewhere: on another engine
+    /// that holds a copy of the database (PostgreSQL). The pair is normalised as the reference
+    /// does; the gold rows come from `db_path` alone (a copy has no test-suite siblings, so
+    /// this is plain execution match on the one database); `fetch(sql, gold_rows)` runs the
+    /// normalised prediction and returns its rows, or `Ok(None)` once it has more rows than
+    /// the gold.
+    pub fn spider_exec_with(
+        &self,
+        db_path: &Path,
+        gold: &str,
+        prediction: &str,
+        fetch: &FetchPrediction<'_>,
+    ) -> Verdict {
+        self.spider_exec_on(
+            &[db_path.to_path_buf()],
+            gold,
+            prediction,
+            &|_, sql, gold_len| fetch(sql, gold_len),
+        )
+    }
+
+    /// Spider's execution match over `files`: the gold on each file, the prediction through
+    /// `fetch(file, sql, gold_rows)`.
+    #[allow(clippy::type_complexity)]
+    fn spider_exec_on(
+        &self,
+        files: &[PathBuf],
+        gold: &str,
+        prediction: &str,
+        fetch: &dyn Fn(&Path, &str, usize) -> Result<Option<Rows>, ExecError>,
+    ) -> Verdict {
         let prediction = join_spaced_operators(&replace_value_placeholder(prediction));
         let gold = join_spaced_operators(gold);
         let Some(prediction) = remove_distinct(&prediction) else {
@@ -226,18 +270,13 @@ impl Evaluator {
         let order_matters = gold.to_lowercase().contains("order by");
         let gold = replace_current_year(&gold);
         let prediction = replace_current_year(&prediction);
-        let files = match sibling_sqlite_files(db_path) {
-            Ok(files) => files,
-            Err(message) => return Verdict::GoldError(message),
-        };
         for file in files {
-            let gold_rows = self.gold_rows(&self.spider_gold, &file, &gold, false);
+            let gold_rows = self.gold_rows(&self.spider_gold, file, &gold, false);
             let gold_rows = match gold_rows.as_ref() {
                 Ok(rows) => rows,
                 Err(error) => return Verdict::GoldError(error.to_string()),
             };
-            let pred_rows = match self.fetch_spider_prediction(&file, &prediction, gold_rows.len())
-            {
+            let pred_rows = match fetch(file, &prediction, gold_rows.len()) {
                 Ok(Some(rows)) => rows,
                 Ok(None) => return Verdict::Mismatch,
                 Err(error) if error.is_timeout() => return Verdict::PredictionTimeout,

@@ -4,7 +4,7 @@
 //! (status plus the DBMS's error text). Gold queries and gold rows stay inside: there is no
 //! accessor for them, and errors name question ids, never gold text.
 
-use crate::evaluator::{Evaluator, Verdict};
+use crate::evaluator::{Evaluator, FetchPrediction, Verdict};
 use merit_core::{Benchmark, Feedback, Question, Status};
 use merit_data::{Availability, DatabaseDir};
 use rayon::prelude::*;
@@ -125,7 +125,44 @@ impl Oracle {
                 question_id: question_id.to_string(),
                 db_id: record.db_id.clone(),
             })?;
-        let feedback = match self.verdict(path, &record.gold_sql, candidate_sql) {
+        let verdict = self.verdict(path, &record.gold_sql, candidate_sql);
+        self.feedback(question_id, verdict)
+    }
+
+    /// [`Oracle::judge`] with the candidate executed on a copy of the question's database
+    /// on another engine (PostgreSQL): `fetch(sql, gold_rows)` runs the normalised candidate
+    /// there (see [`Evaluator::spider_exec_with`]); its errors are that engine's. Spider only:
+    /// BIRD's comparison is not offered on a copy.
+    pub fn judge_with(
+        &self,
+        question_id: &str,
+        candidate_sql: &str,
+        fetch: &FetchPrediction<'_>,
+    ) -> Result<Feedback, OracleError> {
+        let record = self
+            .golds
+            .get(question_id)
+            .ok_or_else(|| OracleError::UnknownQuestion(question_id.to_string()))?;
+        let path = record
+            .db_path
+            .as_ref()
+            .ok_or_else(|| OracleError::Unavailable {
+                question_id: question_id.to_string(),
+                db_id: record.db_id.clone(),
+            })?;
+        let verdict = self
+            .evaluator
+            .spider_exec_with(path, &record.gold_sql, candidate_sql, fetch);
+        self.feedback(question_id, verdict)
+    }
+
+    /// The database id of a question the oracle knows.
+    pub fn db_id(&self, question_id: &str) -> Option<&str> {
+        self.golds.get(question_id).map(|r| r.db_id.as_str())
+    }
+
+    fn feedback(&self, question_id: &str, verdict: Verdict) -> Result<Feedback, OracleError> {
+        let feedback = match verdict {
             Verdict::Match => Feedback::correct(),
             Verdict::Mismatch | Verdict::Undecided => Feedback {
                 status: Status::DenotationMismatch,

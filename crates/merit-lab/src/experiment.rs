@@ -8,6 +8,7 @@
 //! - `initial.jsonl`: one [`InitialPrediction`] per question, shared by every method and seed
 //!   (the paper's protocol: all methods repair the same initial SQL).
 
+use crate::copies::{CopyJudge, DatabaseCopies};
 use crate::jsonl::{read_records, truncate_torn_tail, Appender, JsonlError};
 use crate::run::{
     ensure_manifest, load_episodes, run_streams, MethodFactory, PreparedQuestion, RunError,
@@ -26,7 +27,7 @@ use merit_repair::prompts::initial::{dialect_name, initial_request, InitialTask}
 use merit_repair::repair::{
     EpisodeDeps, EpisodeSettings, NoMemory, QuestionView, RepairAids, RepairMemory,
 };
-use merit_sql::Dialect;
+use merit_sql::{Dialect, ExecLimits};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::Path;
@@ -65,6 +66,9 @@ pub enum ExperimentError {
     /// A live-mode arm stopped (the arm can be resumed).
     #[error("live mode: {0}")]
     Live(String),
+    /// The database copies do not cover the experiment.
+    #[error("{0}")]
+    Copy(String),
 }
 
 /// Which split of a benchmark an experiment draws its questions from.
@@ -260,6 +264,9 @@ pub struct RunManifest {
     /// The method-neutral repair aids (absent in older runs: the paper's setting).
     #[serde(default, skip_serializing_if = "RepairAids::is_paper")]
     pub aids: RepairAids,
+    /// The engine the candidates ran on when not the benchmark's SQLite files (absent then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
 }
 
 /// One shared initial prediction (a line of `initial.jsonl`).
@@ -334,6 +341,9 @@ pub struct RepairExperiment<'a> {
     pub aids: RepairAids,
     /// Streams run at once (and initial predictions asked at once).
     pub parallel: usize,
+    /// Copies of the databases on another engine to run the candidates on (`None`: the
+    /// benchmark's SQLite files).
+    pub copies: Option<&'a DatabaseCopies>,
 }
 
 impl RepairExperiment<'_> {
@@ -384,6 +394,7 @@ impl RepairExperiment<'_> {
             sqlite_version: merit_sql::sqlite_version().to_string(),
             repair_model: separate_repair_model.then(|| models.repair.id()),
             aids: self.aids,
+            engine: self.copies.map(|c| c.engine.clone()),
         }
     }
 
@@ -401,18 +412,48 @@ impl RepairExperiment<'_> {
             message: e.to_string(),
         })?;
         ensure_manifest(dir, manifest)?;
+        // On copies the model sees the copy's schema and writes the copy's dialect.
+        let (dialect, questions) = match self.copies {
+            None => (Dialect::Sqlite, self.chosen.questions.clone()),
+            Some(copies) => {
+                if !self.aids.is_paper() {
+                    return Err(ExperimentError::Empty(
+                        "the repair aids read SQLite catalogs; run without them on copies",
+                    ));
+                }
+                let questions = self
+                    .chosen
+                    .questions
+                    .iter()
+                    .map(|(q, _)| {
+                        let schema = copies.schemas.get(&q.db_id).cloned().ok_or_else(|| {
+                            ExperimentError::Copy(format!(
+                                "no {} copy of database {}",
+                                copies.engine, q.db_id
+                            ))
+                        })?;
+                        Ok((q.clone(), schema))
+                    })
+                    .collect::<Result<Vec<_>, ExperimentError>>()?;
+                let dialect = copies
+                    .databases
+                    .values()
+                    .next()
+                    .map_or(Dialect::Sqlite, |d| d.dialect());
+                (dialect, questions)
+            }
+        };
         let initial = initial_predictions(
             &dir.join("initial.jsonl"),
             self.benchmark,
-            &self.chosen.questions,
+            dialect,
+            &questions,
             models.initial.as_ref(),
             self.max_tokens,
             self.parallel,
             progress,
         )?;
-        let prepared: Vec<PreparedQuestion> = self
-            .chosen
-            .questions
+        let prepared: Vec<PreparedQuestion> = questions
             .iter()
             .map(|(q, schema)| PreparedQuestion {
                 view: QuestionView {
@@ -434,7 +475,7 @@ impl RepairExperiment<'_> {
         let streams = self.streams();
         let template = EpisodeSettings {
             benchmark: self.benchmark,
-            dialect: dialect_name(Dialect::Sqlite).to_string(),
+            dialect: dialect_name(dialect).to_string(),
             max_revisions: self.k,
             decoding: Decoding {
                 max_tokens: self.max_tokens,
@@ -446,11 +487,19 @@ impl RepairExperiment<'_> {
             aids: self.aids,
         };
         let hints = DatabaseHints::new(DatabaseDir::new(self.databases));
+        let on_copies = self.copies.map(|copies| CopyJudge {
+            oracle: &self.chosen.oracle,
+            copies,
+            limits: ExecLimits::with_timeout(EvalConfig::default().query_timeout),
+        });
         let deps = EpisodeDeps {
             model: models.repair.as_ref(),
-            judge: &self.chosen.oracle,
+            judge: match &on_copies {
+                Some(judge) => judge,
+                None => &self.chosen.oracle,
+            },
             classifier: &RuleClassifier,
-            database_aids: Some(&hints),
+            database_aids: on_copies.is_none().then_some(&hints as _),
         };
         let plan = RunPlan {
             dir,
@@ -474,9 +523,12 @@ impl RepairExperiment<'_> {
 /// `parallel` questions are asked at a time (a batched model decodes them together); each
 /// group is appended in question order once all of it is answered, so the file does not
 /// depend on which call finished first, and a kill loses at most the group in flight.
+// Each argument is a separate setting of the shared stage; a struct would only rename them.
+#[allow(clippy::too_many_arguments)]
 pub fn initial_predictions(
     path: &Path,
     benchmark: Benchmark,
+    dialect: Dialect,
     questions: &[(Question, String)],
     chat: &dyn ChatModel,
     max_tokens: u32,
@@ -501,7 +553,7 @@ pub fn initial_predictions(
     let predict = |(question, schema): &(Question, String)| {
         let task = InitialTask {
             benchmark,
-            dialect: Dialect::Sqlite,
+            dialect,
             schema,
             question: &question.question,
             evidence: (benchmark == Benchmark::Bird).then_some(question.evidence.as_str()),
@@ -602,6 +654,7 @@ mod tests {
             sqlite_version: "3".into(),
             repair_model: None,
             aids: RepairAids::default(),
+            engine: None,
         };
         let text = serde_json::to_string(&manifest).unwrap();
         assert_eq!(
@@ -653,9 +706,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("initial.jsonl");
         let model = Counting(AtomicUsize::new(0));
-        let first =
-            initial_predictions(&path, Benchmark::Spider, &questions, &model, 64, 2, &Silent)
-                .unwrap();
+        let first = initial_predictions(
+            &path,
+            Benchmark::Spider,
+            Dialect::Sqlite,
+            &questions,
+            &model,
+            64,
+            2,
+            &Silent,
+        )
+        .unwrap();
         assert_eq!(model.0.load(Ordering::SeqCst), 3);
         let lines: Vec<String> = std::fs::read_to_string(&path)
             .unwrap()
@@ -668,9 +729,17 @@ mod tests {
             .collect();
         assert_eq!(lines, ["dev-0", "dev-1", "dev-2"]);
         assert!(first["dev-0"].sql.starts_with("SELECT "));
-        let again =
-            initial_predictions(&path, Benchmark::Spider, &questions, &model, 64, 2, &Silent)
-                .unwrap();
+        let again = initial_predictions(
+            &path,
+            Benchmark::Spider,
+            Dialect::Sqlite,
+            &questions,
+            &model,
+            64,
+            2,
+            &Silent,
+        )
+        .unwrap();
         assert_eq!(model.0.load(Ordering::SeqCst), 3, "nothing is asked twice");
         assert_eq!(again, first);
     }

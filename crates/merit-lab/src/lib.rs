@@ -3,6 +3,8 @@
 //!
 //! - [`experiment`]: a repair experiment from a benchmark folder to a finished run directory
 //!   (question choice, method catalogue, manifest, shared initial predictions);
+//! - [`copies`]: a repair experiment whose candidates run on PostgreSQL copies of the
+//!   databases;
 //! - [`run`]: the streams of a run directory, resumable after `kill -9`;
 //! - [`live`]: the live-mode experiment (no oracle for the agent, a simulated user);
 //! - [`stream`]: the seeded query orders every method shares;
@@ -12,6 +14,7 @@
 
 #![warn(missing_docs)]
 
+pub mod copies;
 pub mod experiment;
 pub mod interact;
 pub mod jsonl;

@@ -9,6 +9,7 @@ mod cli_report;
 mod interact_pipeline;
 mod interact_report;
 mod mcp_tools;
+mod run_postgres;
 mod run_real_model;
 mod serve_process;
 mod stand_in;
