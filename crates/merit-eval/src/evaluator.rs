@@ -90,6 +90,28 @@ impl Verdict {
 type GoldCache = Mutex<HashMap<(PathBuf, String), Arc<Result<Rows, ExecError>>>>;
 type SchemaCache = Mutex<HashMap<PathBuf, Arc<Result<SpiderSchema, ExecError>>>>;
 
+/// A Spider prediction's rows on `database` (any engine), read leniently as the reference
+/// does, stopping as soon as there are more than `gold_len`: `Ok(None)` then, since the
+/// reference would find them different.
+pub fn fetch_prediction_rows(
+    database: &dyn merit_sql::Database,
+    sql: &str,
+    limits: &ExecLimits,
+    gold_len: usize,
+) -> Result<Option<Rows>, ExecError> {
+    let mut rows = Vec::new();
+    let mut too_many = false;
+    database.for_each_row(sql, limits, &mut |row| {
+        if rows.len() == gold_len {
+            too_many = true;
+            return ControlFlow::Break(());
+        }
+        rows.push(row.into_iter().map(PyValue::from_value_lenient).collect());
+        ControlFlow::Continue(())
+    })?;
+    Ok((!too_many).then_some(rows))
+}
+
 /// Runs a normalised prediction elsewhere for [`Evaluator::spider_exec_with`]: its rows, or
 /// `Ok(None)` once it has more rows than the gold's count (the second argument).
 pub type FetchPrediction<'a> = dyn Fn(&str, usize) -> Result<Option<Rows>, ExecError> + 'a;
@@ -306,17 +328,7 @@ impl Evaluator {
         gold_len: usize,
     ) -> Result<Option<Rows>, ExecError> {
         let database = self.database(path)?;
-        let mut rows = Vec::new();
-        let mut too_many = false;
-        database.for_each_row(sql, &self.limits(), &mut |row| {
-            if rows.len() == gold_len {
-                too_many = true;
-                return ControlFlow::Break(());
-            }
-            rows.push(row.into_iter().map(PyValue::from_value_lenient).collect());
-            ControlFlow::Continue(())
-        })?;
-        Ok((!too_many).then_some(rows))
+        fetch_prediction_rows(database.as_ref(), sql, &self.limits(), gold_len)
     }
 
     /// BIRD's execution accuracy (`execute_model`) for one pair on `db_path`.

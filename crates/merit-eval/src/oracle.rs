@@ -9,7 +9,7 @@ use merit_core::{Benchmark, Feedback, Question, Status};
 use merit_data::{Availability, DatabaseDir};
 use rayon::prelude::*;
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Why the oracle could not judge a candidate.
@@ -114,17 +114,7 @@ impl Oracle {
 
     /// Judges `candidate_sql` for the question `question_id`.
     pub fn judge(&self, question_id: &str, candidate_sql: &str) -> Result<Feedback, OracleError> {
-        let record = self
-            .golds
-            .get(question_id)
-            .ok_or_else(|| OracleError::UnknownQuestion(question_id.to_string()))?;
-        let path = record
-            .db_path
-            .as_ref()
-            .ok_or_else(|| OracleError::Unavailable {
-                question_id: question_id.to_string(),
-                db_id: record.db_id.clone(),
-            })?;
+        let (record, path) = self.gold_of(question_id)?;
         let verdict = self.verdict(path, &record.gold_sql, candidate_sql);
         self.feedback(question_id, verdict)
     }
@@ -139,21 +129,27 @@ impl Oracle {
         candidate_sql: &str,
         fetch: &FetchPrediction<'_>,
     ) -> Result<Feedback, OracleError> {
+        let (record, path) = self.gold_of(question_id)?;
+        let verdict = self
+            .evaluator
+            .spider_exec_with(path, &record.gold_sql, candidate_sql, fetch);
+        self.feedback(question_id, verdict)
+    }
+
+    /// The gold record of `question_id` and its database file.
+    fn gold_of(&self, question_id: &str) -> Result<(&GoldRecord, &Path), OracleError> {
         let record = self
             .golds
             .get(question_id)
             .ok_or_else(|| OracleError::UnknownQuestion(question_id.to_string()))?;
         let path = record
             .db_path
-            .as_ref()
+            .as_deref()
             .ok_or_else(|| OracleError::Unavailable {
                 question_id: question_id.to_string(),
                 db_id: record.db_id.clone(),
             })?;
-        let verdict = self
-            .evaluator
-            .spider_exec_with(path, &record.gold_sql, candidate_sql, fetch);
-        self.feedback(question_id, verdict)
+        Ok((record, path))
     }
 
     /// The database id of a question the oracle knows.

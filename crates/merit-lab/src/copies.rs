@@ -6,13 +6,11 @@
 //! sibling databases, so the verdict is plain execution match on the one database.
 
 use merit_core::Feedback;
-use merit_eval::compare::Rows;
-use merit_eval::python::PyValue;
+use merit_eval::evaluator::fetch_prediction_rows;
 use merit_eval::Oracle;
 use merit_repair::repair::{Judge, JudgeError};
-use merit_sql::{Database, ExecError, ExecLimits};
+use merit_sql::{Database, ExecLimits};
 use std::collections::HashMap;
-use std::ops::ControlFlow;
 
 /// The copies of an experiment's databases on one other engine.
 pub struct DatabaseCopies {
@@ -55,18 +53,8 @@ impl Judge for CopyJudge<'_> {
                 self.copies.engine
             ))
         })?;
-        let fetch = |sql: &str, gold_len: usize| -> Result<Option<Rows>, ExecError> {
-            let mut rows: Rows = Vec::new();
-            let mut too_many = false;
-            copy.for_each_row(sql, &self.limits, &mut |row| {
-                if rows.len() == gold_len {
-                    too_many = true;
-                    return ControlFlow::Break(());
-                }
-                rows.push(row.into_iter().map(PyValue::from_value_lenient).collect());
-                ControlFlow::Continue(())
-            })?;
-            Ok((!too_many).then_some(rows))
+        let fetch = |sql: &str, gold_len: usize| {
+            fetch_prediction_rows(copy.as_ref(), sql, &self.limits, gold_len)
         };
         self.oracle
             .judge_with(question_id, sql, &fetch)
