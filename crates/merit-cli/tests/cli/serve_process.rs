@@ -304,6 +304,154 @@ fn the_live_experiment_runs_its_arms_and_reports_them() {
     );
 }
 
+/// `merit run` on 12 questions of the Spider sample (Iterative and MERIT, K = 2) against the
+/// stand-in models: into `out`, or resuming it.
+fn sample_run_args(models: &str, cache: &Path, out: &Path, resume: bool) -> Vec<String> {
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../demo/spider-sample");
+    let mut args: Vec<String> = vec![
+        "run".into(),
+        "--data".into(),
+        sample.display().to_string(),
+        "--db-dir".into(),
+        sample.join("database").display().to_string(),
+    ];
+    for extra in [
+        "--methods",
+        "iterative,merit",
+        "--seeds",
+        "0",
+        "--limit",
+        "12",
+        "--k",
+        "2",
+        "--llm-url",
+        models,
+        "--llm-model",
+        "stand-in",
+        "--embed-url",
+        models,
+        "--embed-model",
+        "e",
+    ] {
+        args.push(extra.to_string());
+    }
+    args.push("--cache".into());
+    args.push(cache.display().to_string());
+    args.push(if resume { "--resume" } else { "--out" }.into());
+    args.push(out.display().to_string());
+    args
+}
+
+/// Every file under `dir` (relative path → bytes).
+fn files_under(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut files = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(folder) = stack.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let name = path.strip_prefix(dir).unwrap().display().to_string();
+                files.insert(name, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    files
+}
+
+/// A small tmpfs mounted for one test, unmounted when dropped (even after a failed assert).
+struct Mounted(std::path::PathBuf);
+
+impl Mounted {
+    /// `None` where this process may not mount (not root, or no CAP_SYS_ADMIN).
+    fn tmpfs(at: &Path) -> Option<Mounted> {
+        std::fs::create_dir_all(at).unwrap();
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=64m", "tmpfs"])
+            .arg(at)
+            .output()
+            .ok()?;
+        mounted.status.success().then(|| Mounted(at.to_path_buf()))
+    }
+
+    fn remount(&self, mode: &str) {
+        let status = Command::new("mount")
+            .args(["-o", &format!("remount,{mode}")])
+            .arg(&self.0)
+            .status()
+            .unwrap();
+        assert!(status.success(), "remount {mode}");
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// Issue 22, storage faults: a run directory on a file system that turned read-only. Resuming
+/// it, and starting a new run there, stop at once with an error naming the folder and the
+/// cause; nothing that was there changes; once writable again the same resume ends
+/// byte-identical to a run that never stopped. Needs root (it mounts a tmpfs) and skips
+/// loudly elsewhere.
+#[test]
+fn a_read_only_run_directory_is_refused_and_left_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(mount) = Mounted::tmpfs(&dir.path().join("mnt")) else {
+        eprintln!("\n=== SKIPPED: the read-only run directory (cannot mount a tmpfs here)\n");
+        return;
+    };
+    let models = crate::stand_in::serve(initial_fails, &WORDS);
+    let cache = dir.path().join("replies");
+    let run = |out: &Path, resume: bool| {
+        merit()
+            .args(sample_run_args(&models, &cache, out, resume))
+            .output()
+            .unwrap()
+    };
+    let reference = dir.path().join("reference");
+    assert!(run(&reference, false).status.success());
+    let expected = files_under(&reference.join("episodes"));
+
+    // A run cut short on the mounted file system: its logs hold part of the work.
+    let out = mount.0.join("run");
+    assert!(run(&out, false).status.success());
+    let log = out.join("episodes/merit-seed0.jsonl");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let kept: String = text.lines().take(5).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&log, kept).unwrap();
+    let before = files_under(&out);
+
+    mount.remount("ro");
+    for (target, resume) in [(out.clone(), true), (mount.0.join("new"), false)] {
+        let refused = run(&target, resume);
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(!refused.status.success(), "{stderr}");
+        assert!(
+            stderr.contains("Read-only file system")
+                && stderr.contains(&*mount.0.to_string_lossy()),
+            "a clear error naming the folder: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    assert_eq!(files_under(&out), before, "nothing that was there changed");
+
+    mount.remount("rw");
+    let resumed = run(&out, true);
+    assert!(
+        resumed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    assert_eq!(
+        files_under(&out.join("episodes")),
+        expected,
+        "the resumed logs equal the uninterrupted ones"
+    );
+}
+
 /// Issue 22, storage faults: a repair run whose episode logs outgrow a full disk (a file-size
 /// limit, its signal ignored so that writes fail with EFBIG) stops with a clear error; the
 /// append that failed is cut back, so the same command with room again ends byte-identical
@@ -312,42 +460,8 @@ fn the_live_experiment_runs_its_arms_and_reports_them() {
 fn a_full_disk_stops_a_repair_run_cleanly_and_it_resumes() {
     let models = crate::stand_in::serve(initial_fails, &WORDS);
     let dir = tempfile::tempdir().unwrap();
-    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../demo/spider-sample");
     let cache = dir.path().join("replies");
-    let args = |out: &Path, resume: bool| -> Vec<String> {
-        let mut args: Vec<String> = vec![
-            "run".into(),
-            "--data".into(),
-            sample.display().to_string(),
-            "--db-dir".into(),
-            sample.join("database").display().to_string(),
-        ];
-        for extra in [
-            "--methods",
-            "iterative,merit",
-            "--seeds",
-            "0",
-            "--limit",
-            "12",
-            "--k",
-            "2",
-            "--llm-url",
-            &models,
-            "--llm-model",
-            "stand-in",
-            "--embed-url",
-            &models,
-            "--embed-model",
-            "e",
-        ] {
-            args.push(extra.to_string());
-        }
-        args.push("--cache".into());
-        args.push(cache.display().to_string());
-        args.push(if resume { "--resume" } else { "--out" }.into());
-        args.push(out.display().to_string());
-        args
-    };
+    let args = |out: &Path, resume: bool| sample_run_args(&models, &cache, out, resume);
     let run = |out: &Path, resume: bool| merit().args(args(out, resume)).output().unwrap();
     assert!(run(&dir.path().join("warm-up"), false).status.success());
     let reference = dir.path().join("reference");
