@@ -133,6 +133,11 @@ pub struct ServeConfig {
     /// `merit_live::store`).
     #[serde(default)]
     pub memory_postgres: Option<String>,
+    /// Host names (or `host:port`) the MCP endpoint at `/mcp` answers under, beyond the
+    /// loopback names it accepts by default (a guard against DNS rebinding; list the names
+    /// clients reach this service by).
+    #[serde(default)]
+    pub mcp_hosts: Vec<String>,
     /// Seconds an answer waits for feedback before it is finalized without.
     #[serde(default = "default_finalize_after_secs")]
     pub finalize_after_secs: u64,

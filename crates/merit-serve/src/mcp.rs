@@ -361,10 +361,15 @@ impl rmcp::ServerHandler for MeritMcp {
 
 /// The streamable HTTP endpoint over `service` (mounted at `/mcp` by [`crate::api::router`]).
 pub fn http_service(service: Arc<Service>) -> StreamableHttpService<MeritMcp, LocalSessionManager> {
+    let mut config = StreamableHttpServerConfig::default();
+    // rmcp accepts loopback `Host` names only; the configuration adds the public ones.
+    config
+        .allowed_hosts
+        .extend(service.config().mcp_hosts.iter().cloned());
     StreamableHttpService::new(
         move || Ok(MeritMcp::per_request(Arc::clone(&service))),
         Default::default(),
-        StreamableHttpServerConfig::default(),
+        config,
     )
 }
 

@@ -458,3 +458,61 @@ async fn a_postgresql_database_is_served_like_a_sqlite_one() {
     // Its connections close outside the runtime too.
     std::thread::spawn(move || drop(service)).join().unwrap();
 }
+
+/// The MCP endpoint checks the key before anything else, then answers only under the host
+/// names it knows: loopback by default, plus the configuration's `mcp_hosts`.
+#[tokio::test]
+async fn the_mcp_endpoint_needs_a_key_and_a_known_host() {
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-03-26", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"}}})
+    .to_string();
+    let post = |service: &Arc<Service>, host: &str, key: Option<&str>| {
+        let mut request = Request::builder()
+            .method("POST")
+            .uri("/mcp")
+            .header("host", host)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        if let Some(key) = key {
+            request = request.header("authorization", format!("Bearer {key}"));
+        }
+        let request = request.body(Body::from(initialize.clone())).unwrap();
+        let service = Arc::clone(service);
+        async move { router(service).oneshot(request).await.unwrap().status() }
+    };
+    let state = tempfile::tempdir().unwrap();
+    let plain = service(state.path());
+    assert_eq!(
+        post(&plain, "localhost", None).await,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        post(&plain, "localhost", Some("wrong")).await,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(post(&plain, "localhost", Some(KEY_A)).await, StatusCode::OK);
+    let public = post(&plain, "merit.example.com", Some(KEY_A)).await;
+    assert!(public.is_client_error(), "{public}");
+    drop(plain);
+
+    let state = tempfile::tempdir().unwrap();
+    let mut config = config(state.path());
+    config.mcp_hosts = vec!["merit.example.com".into()];
+    let embedder: Arc<dyn Embedder> = Arc::new(HashEmbedder::new(64));
+    let named = Arc::new(
+        Service::start(
+            config,
+            ServiceModels {
+                repair: Arc::new(Fixed("SELECT Name FROM singer")),
+                initial: None,
+                embedder,
+            },
+        )
+        .unwrap(),
+    );
+    assert_eq!(
+        post(&named, "merit.example.com", Some(KEY_A)).await,
+        StatusCode::OK
+    );
+}
