@@ -147,10 +147,13 @@ pub struct PostgresJournal {
 }
 
 fn pg_error(describe: &str, error: postgres::Error) -> LiveError {
-    let detail = error
+    let message = error
         .as_db_error()
         .map_or_else(|| error.to_string(), |db| db.message().to_string());
-    corrupt(describe, format!("PostgreSQL: {detail}"))
+    LiveError::Store {
+        store: describe.to_string(),
+        message,
+    }
 }
 
 impl PostgresJournal {

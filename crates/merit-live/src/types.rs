@@ -86,6 +86,15 @@ pub enum LiveError {
         "the journal could not be written ({0}); the memory must be opened again before it is used"
     )]
     Broken(String),
+    /// The journal's store (a PostgreSQL server) could not be reached or refused a call;
+    /// nothing was decided, so the call can be tried again.
+    #[error("the memory's journal store {store} failed: {message}")]
+    Store {
+        /// The store, as its journal describes itself (never a password).
+        store: String,
+        /// What the server said.
+        message: String,
+    },
     /// The journal holds events that do not fit together (written by something else).
     #[error("{path}: {message}")]
     Corrupt {

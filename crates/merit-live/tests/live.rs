@@ -634,3 +634,26 @@ fn two_replicas_share_one_memory_through_a_postgres_journal() {
     assert_eq!(third.memories(), memories);
     assert_eq!(third.stats(), a.stats());
 }
+
+/// A shared journal whose server cannot be reached is a store error naming the server and
+/// the memory (and no password), not a panic; a URL that is not one is refused the same way.
+#[test]
+fn an_unreachable_journal_server_is_a_clear_error() {
+    use merit_live::PostgresJournal;
+    let error = PostgresJournal::connect("postgresql://merit:secret@127.0.0.1:1/merit", "acme/db")
+        .err()
+        .expect("nothing listens on port 1");
+    let text = error.to_string();
+    assert!(matches!(error, LiveError::Store { .. }), "{text}");
+    assert!(
+        text.contains("127.0.0.1") && text.contains("acme/db") && !text.contains("secret"),
+        "{text}"
+    );
+    let error = PostgresJournal::connect("not a url", "acme/db")
+        .err()
+        .expect("not a URL");
+    assert!(
+        error.to_string().contains("not a PostgreSQL URL"),
+        "{error}"
+    );
+}

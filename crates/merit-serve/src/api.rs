@@ -21,8 +21,8 @@
 //! (no or unknown key), 403 (a database outside the key's scope, whether it exists or not),
 //! 404 (unknown episode, memory or route), 409 (feedback on a finalized episode), 413 (body
 //! over the limit), 422 (JSON of the wrong shape, e.g. an unknown field, or feedback that
-//! cannot apply), 502 (the model failed), 503 (a memory whose journal could not be written) or
-//! 500.
+//! cannot apply), 502 (the model failed), 503 (a memory whose journal could not be written, or
+//! whose shared journal's server failed) or 500.
 
 use crate::service::{Caller, Service, ServiceError};
 use axum::extract::rejection::JsonRejection;
@@ -72,7 +72,7 @@ impl From<ServiceError> for ApiError {
                 LiveError::AlreadyFinalized(_) => StatusCode::CONFLICT,
                 LiveError::Feedback(_) => StatusCode::UNPROCESSABLE_ENTITY,
                 LiveError::Model(_) | LiveError::Repair(_) => StatusCode::BAD_GATEWAY,
-                LiveError::Broken(_) => StatusCode::SERVICE_UNAVAILABLE,
+                LiveError::Broken(_) | LiveError::Store { .. } => StatusCode::SERVICE_UNAVAILABLE,
                 _ => StatusCode::INTERNAL_SERVER_ERROR,
             },
         };
