@@ -386,8 +386,13 @@ impl LiveMemory {
         deps: &LiveDeps<'_>,
         now_ms: u64,
     ) -> Result<Answer, LiveError> {
+        // The id needs no claim: the store hands out each id once (a file journal counts under
+        // this mutex; a shared one atomically on its server).
         let episode = {
-            let mut state = self.lock_usable()?;
+            let mut state = self.lock();
+            if let Some(reason) = &state.broken {
+                return Err(LiveError::Broken(reason.clone()));
+            }
             let local = state.next_episode;
             let episode = state.journal.allocate_episode(local)?;
             state.next_episode = episode + 1;
