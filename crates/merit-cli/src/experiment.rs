@@ -82,7 +82,7 @@ pub struct RunArgs {
     /// (`postgresql://USER:PASSWORD@HOST:PORT/ADMIN_DB`, a role that is not a superuser):
     /// each SQLite file is loaded once into a template database there; the model sees the
     /// copy's schema and writes PostgreSQL; the oracle compares the candidate's rows on the
-    /// copy with the gold rows from SQLite (Spider only; no repair aids).
+    /// copy with the gold rows from SQLite (Spider only; no --hints or --grammar).
     #[arg(long)]
     pub pg_url: Option<String>,
     /// Question split: dev (`dev.json`) or train (`train.json`, Spider: for calibration).

@@ -411,16 +411,20 @@ impl RepairExperiment<'_> {
             path: dir.to_path_buf(),
             message: e.to_string(),
         })?;
+        if self.copies.is_some() && (self.aids.grammar || !self.aids.hints.is_empty()) {
+            // Refused before anything is written to the run directory. (The repeat guard and
+            // the layout need no database and work on copies too.)
+            return Err(ExperimentError::Copy(
+                "--hints and --grammar read the SQLite catalogs; run without them on \
+                 PostgreSQL copies"
+                    .into(),
+            ));
+        }
         ensure_manifest(dir, manifest)?;
         // On copies the model sees the copy's schema and writes the copy's dialect.
         let (dialect, questions) = match self.copies {
             None => (Dialect::Sqlite, self.chosen.questions.clone()),
             Some(copies) => {
-                if !self.aids.is_paper() {
-                    return Err(ExperimentError::Empty(
-                        "the repair aids read SQLite catalogs; run without them on copies",
-                    ));
-                }
                 let questions = self
                     .chosen
                     .questions

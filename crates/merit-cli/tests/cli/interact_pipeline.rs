@@ -1303,12 +1303,7 @@ fn a_users_own_sqlite_database_is_prepared_and_run() {
 #[test]
 #[ignore = "needs PostgreSQL: set MERIT_TEST_POSTGRES_URL (bash scripts/setup-postgres.sh); run with --include-ignored, as CI does"]
 fn a_users_own_database_runs_on_postgresql() {
-    let Ok(url) = std::env::var("MERIT_TEST_POSTGRES_URL") else {
-        assert!(
-            std::env::var("MERIT_REQUIRE_POSTGRES").as_deref() != Ok("1"),
-            "MERIT_REQUIRE_POSTGRES=1 but MERIT_TEST_POSTGRES_URL is not set"
-        );
-        eprintln!("\n=== SKIPPED: `merit interact run --pg-url` (MERIT_TEST_POSTGRES_URL unset)\n");
+    let Some(url) = crate::postgres_url("`merit interact run --pg-url`") else {
         return;
     };
     let server = crate::stand_in::serve(chat, &WORDS);
@@ -1319,12 +1314,12 @@ fn a_users_own_database_runs_on_postgresql() {
         &tasks,
         &root,
         &on_pg,
-        &["--pg-url", url.trim()],
+        &["--pg-url", url.as_str()],
         &server,
         &cache,
     );
     let settings = std::fs::read_to_string(on_pg.join("settings.json")).unwrap();
-    assert!(settings.contains("postgres") && !settings.contains(url.trim()));
+    assert!(settings.contains("postgres") && !settings.contains(url.as_str()));
 }
 
 /// Every file of a run directory (relative path → bytes), except the lock.

@@ -25,12 +25,7 @@ fn chat(body: &Value) -> Value {
 #[test]
 #[ignore = "needs PostgreSQL: set MERIT_TEST_POSTGRES_URL (bash scripts/setup-postgres.sh); run with --include-ignored, as CI does"]
 fn a_run_on_postgresql_copies_is_judged_against_the_gold_rows() {
-    let Ok(url) = std::env::var("MERIT_TEST_POSTGRES_URL") else {
-        assert!(
-            std::env::var("MERIT_REQUIRE_POSTGRES").as_deref() != Ok("1"),
-            "MERIT_REQUIRE_POSTGRES=1 but MERIT_TEST_POSTGRES_URL is not set"
-        );
-        eprintln!("\n=== SKIPPED: merit run --pg-url (MERIT_TEST_POSTGRES_URL unset)\n");
+    let Some(url) = crate::postgres_url("merit run --pg-url") else {
         return;
     };
     let models = crate::stand_in::serve(chat, &crate::serve_process::WORDS);
@@ -45,7 +40,7 @@ fn a_run_on_postgresql_copies_is_judged_against_the_gold_rows() {
         .arg(&sample)
         .arg("--db-dir")
         .arg(sample.join("database"))
-        .args(["--pg-url", url.trim()])
+        .args(["--pg-url", url.as_str()])
         .args([
             "--methods",
             "iterative",
@@ -68,7 +63,7 @@ fn a_run_on_postgresql_copies_is_judged_against_the_gold_rows() {
     let manifest = std::fs::read_to_string(out.join("manifest.json")).unwrap();
     assert!(manifest.contains("\"engine\": \"postgres\""), "{manifest}");
     assert!(
-        !manifest.contains(url.trim()),
+        !manifest.contains(url.as_str()),
         "the URL (and its password) is not recorded"
     );
     let log = std::fs::read_to_string(out.join("episodes/iterative-seed0.jsonl")).unwrap();
@@ -95,4 +90,25 @@ fn a_run_on_postgresql_copies_is_judged_against_the_gold_rows() {
         "{error}"
     );
     assert_eq!(first["failure_type"], "schema_linking", "{failing}");
+
+    // Aids that read SQLite catalogs are refused on copies, before anything is written.
+    let refused_out = dir.path().join("refused");
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_merit"))
+        .args(["run", "--dataset", "spider", "--data"])
+        .arg(&sample)
+        .arg("--db-dir")
+        .arg(sample.join("database"))
+        .args(["--pg-url", url.as_str(), "--hints", "schema"])
+        .args(["--methods", "iterative", "--seeds", "0", "--limit", "3"])
+        .args(["--llm-url", &models, "--llm-model", "stand-in"])
+        .args(["--embed-url", &models, "--embed-model", "e", "--cache"])
+        .arg(dir.path().join("cache"))
+        .arg("--out")
+        .arg(&refused_out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(stderr.contains("--hints and --grammar"), "{stderr}");
+    assert!(!refused_out.join("manifest.json").exists());
 }

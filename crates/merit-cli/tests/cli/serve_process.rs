@@ -514,14 +514,7 @@ fn a_full_disk_stops_a_repair_run_cleanly_and_it_resumes() {
 #[test]
 #[ignore = "needs PostgreSQL: set MERIT_TEST_POSTGRES_URL (bash scripts/setup-postgres.sh); run with --include-ignored, as CI does"]
 fn two_replicas_share_one_memory_on_postgresql() {
-    let Ok(url) = std::env::var("MERIT_TEST_POSTGRES_URL") else {
-        assert!(
-            std::env::var("MERIT_REQUIRE_POSTGRES").as_deref() != Ok("1"),
-            "MERIT_REQUIRE_POSTGRES=1 but MERIT_TEST_POSTGRES_URL is not set"
-        );
-        eprintln!(
-            "\n=== SKIPPED: replicas on one PostgreSQL memory (MERIT_TEST_POSTGRES_URL unset)\n"
-        );
+    let Some(url) = crate::postgres_url("replicas on one PostgreSQL memory") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -537,7 +530,7 @@ fn two_replicas_share_one_memory_on_postgresql() {
                 "state_dir = \"state\"",
                 &format!(
                     "state_dir = \"state-{name}\"\nmemory_postgres = \"{}\"",
-                    url.trim()
+                    url.as_str()
                 ),
             )
             .replace("tenant = \"acme\"", &format!("tenant = \"{tenant}\""));
