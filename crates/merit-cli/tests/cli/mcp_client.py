@@ -80,6 +80,11 @@ async def exercise(session):
         "database": "concert_singer", "episode": answer["episode"], "kind": "reject",
     })
     outside = await refusal(session, "ask", {"database": "pets_1", "question": "How many pets?"})
+    unknown_kind = await refusal(session, "give_feedback", {
+        "database": "concert_singer", "episode": answer["episode"], "kind": "maybe",
+    })
+    if "unknown feedback kind" not in unknown_kind:
+        fail(f"an unknown feedback kind should be named: {unknown_kind}")
     return {
         "databases": databases,
         "repaired_sql": answer["sql"],
