@@ -222,6 +222,9 @@ pub struct CallStats {
     pub slot: u32,
     /// Prompt tokens whose KV entries were reused from an earlier call.
     pub reused_tokens: u32,
+    /// Of `reused_tokens`, those copied from another conversation's sequence (the batched
+    /// engine only; 0 one call at a time).
+    pub shared_tokens: u32,
     /// Prompt tokens actually evaluated (`prompt_tokens - reused_tokens`).
     pub evaluated_tokens: u32,
     /// Tokens generated.
@@ -248,6 +251,7 @@ impl CallStats {
             sequence = self.slot,
             prompt = self.prompt_tokens,
             reused = self.reused_tokens,
+            shared = self.shared_tokens,
             generated = self.completion_tokens,
             prompt_ms = self.prompt_time.as_millis() as u64,
             generation_ms = self.generation_time.as_millis() as u64,
@@ -1299,6 +1303,7 @@ impl<'m> Engine<'m> {
             prompt_tokens,
             slot: u32::try_from(self.active.number).unwrap_or(u32::MAX),
             reused_tokens,
+            shared_tokens: 0,
             evaluated_tokens: prompt_tokens - reused_tokens,
             completion_tokens,
             prompt_time,

@@ -15,6 +15,19 @@
 //! when none shares [`MIN_SLOT_MATCH`] tokens): a stream that sends its next repair prompt
 //! usually finds its previous one still cached, as with the one-at-a-time engine's slots.
 //!
+//! Prefixes are shared across sequences too. Concurrent streams of one experiment send
+//! prompts that open alike (the instructions, the schema, the question), and on a CPU
+//! evaluating a prompt is compute-bound: it does not get cheaper in a batch, so two sequences
+//! evaluating the same opening side by side pay for it twice. A new call therefore takes the
+//! longest prefix of its prompt that any sequence holds, in use or not, when that is at least
+//! [`MIN_SLOT_MATCH`] tokens more than its own sequence keeps: the donor's KV entries are
+//! copied into its sequence (llama.cpp copies the donor's whole window, a few milliseconds,
+//! then the tail past the shared prefix is dropped). A call whose prompt shares a longer prefix
+//! with a prompt still being evaluated waits for that evaluation instead of repeating it beside
+//! it, and copies the result. The copied entries were computed in another batch, so they can
+//! round differently from entries the call would have computed itself; like everything else
+//! that depends on which calls meet in a batch, this matters only for live replies.
+//!
 //! What differs from one call at a time: matrix products over several rows can round
 //! differently from the single-row kernels, so a near-tie between two tokens can flip and a
 //! reply can differ from the one-at-a-time reply (how often is measured by `merit bench models
@@ -73,6 +86,8 @@ struct Conversation {
     prompt_len: usize,
     prompt: Vec<LlamaToken>,
     reused: usize,
+    /// Of `reused`, the tokens copied from another sequence.
+    shared: usize,
     sampler: Option<LlamaSampler>,
     grammar: Option<LlamaSampler>,
     phase: Phase,
@@ -89,11 +104,15 @@ enum Next {
     Done,
 }
 
-/// A call that arrived and waits for a free sequence.
+/// A call that arrived, prompt and token choosers prepared, and waits for a free sequence
+/// (or for a prompt in flight that opens like its own, see [`BatchedEngine::awaits_prefix`]).
 struct Pending {
     request: Box<ChatRequest>,
     reply_to: ReplyTo,
     started: Instant,
+    tokens: Vec<LlamaToken>,
+    sampler: Option<LlamaSampler>,
+    grammar: Option<LlamaSampler>,
 }
 
 /// The context, its sequences and the conversations in flight.
@@ -191,7 +210,7 @@ impl<'m> BatchedEngine<'m> {
                     }
                 }
             }
-            self.start_pending(switches);
+            self.start_pending(switches.prefix_reuse.load(Ordering::SeqCst));
             if self.conversations.is_empty() {
                 continue;
             }
@@ -215,15 +234,35 @@ impl<'m> BatchedEngine<'m> {
         }
     }
 
-    /// Handles one job: renders and cache clears at once, calls into the queue.
+    /// Handles one job: renders and cache clears at once, calls into the queue. A call that
+    /// cannot be started (a bad prompt or grammar) is answered with its error at once.
     fn accept(&mut self, job: Job) {
         match job {
             Job::Chat(request, reply_to) => {
-                self.pending.push_back(Pending {
-                    request,
-                    reply_to,
-                    started: Instant::now(),
+                let started = Instant::now();
+                let prepared = catch_unwind(AssertUnwindSafe(|| {
+                    let tokens = self.format.prompt(&request, self.context_size)?;
+                    let choosers = token_choosers(self.model, &request.decoding)?;
+                    Ok((tokens, choosers))
+                }))
+                .unwrap_or_else(|_| {
+                    Err(ModelError::InvalidRequest(
+                        "the prompt could not be prepared".to_string(),
+                    ))
                 });
+                match prepared {
+                    Ok((tokens, (sampler, grammar))) => self.pending.push_back(Pending {
+                        request,
+                        reply_to,
+                        started,
+                        tokens,
+                        sampler,
+                        grammar,
+                    }),
+                    Err(error) => {
+                        let _ = reply_to.send(Err(error));
+                    }
+                }
             }
             Job::Render(messages, reply_to) => {
                 let _ = reply_to.send(self.format.rendered(&messages));
@@ -258,64 +297,103 @@ impl<'m> BatchedEngine<'m> {
         }
     }
 
-    /// Places waiting calls on free sequences, in arrival order. A call that cannot be
-    /// started (a bad prompt or grammar) is answered with its error at once.
-    fn start_pending(&mut self, switches: &Switches) {
-        while self.sequences.iter().any(|sequence| !sequence.busy) {
-            let Some(call) = self.pending.pop_front() else {
+    /// Places waiting calls on free sequences, in arrival order, except calls that wait for a
+    /// prompt in flight to reach the prefix they share with it (a later call may start first).
+    fn start_pending(&mut self, reuse: bool) {
+        let mut at = 0;
+        while at < self.pending.len() && self.sequences.iter().any(|sequence| !sequence.busy) {
+            if reuse && self.awaits_prefix(&self.pending[at].tokens) {
+                at += 1;
+                continue;
+            }
+            let Some(call) = self.pending.remove(at) else {
                 return;
             };
-            let prepared = catch_unwind(AssertUnwindSafe(|| {
-                let tokens = self.format.prompt(&call.request, self.context_size)?;
-                let choosers = token_choosers(self.model, &call.request.decoding)?;
-                Ok((tokens, choosers))
-            }))
-            .unwrap_or_else(|_| {
-                Err(ModelError::InvalidRequest(
-                    "the prompt could not be prepared".to_string(),
-                ))
+            let (sequence, reused, shared) = self.place(&call.tokens, reuse);
+            self.conversations.push(Conversation {
+                sequence,
+                request: call.request,
+                reply_to: call.reply_to,
+                started: call.started,
+                prompt_len: call.tokens.len(),
+                prompt: call.tokens,
+                reused,
+                shared,
+                sampler: call.sampler,
+                grammar: call.grammar,
+                phase: Phase::Prompt { next: reused },
+                generated: 0,
+                bytes: Vec::new(),
+                text: String::new(),
+                prompt_done: None,
+                steps: 0,
             });
-            match prepared {
-                Ok((tokens, (sampler, grammar))) => {
-                    let reuse = switches.prefix_reuse.load(Ordering::SeqCst);
-                    let (sequence, reused) = self.place(&tokens, reuse);
-                    self.conversations.push(Conversation {
-                        sequence,
-                        request: call.request,
-                        reply_to: call.reply_to,
-                        started: call.started,
-                        prompt_len: tokens.len(),
-                        prompt: tokens,
-                        reused,
-                        sampler,
-                        grammar,
-                        phase: Phase::Prompt { next: reused },
-                        generated: 0,
-                        bytes: Vec::new(),
-                        text: String::new(),
-                        prompt_done: None,
-                        steps: 0,
-                    });
-                }
-                Err(error) => {
-                    let _ = call.reply_to.send(Err(error));
-                }
-            }
         }
     }
 
-    /// Takes the free sequence that suits `tokens` for a new call and trims its cache to the
-    /// prefix it shares with them; returns the sequence and how many tokens it still holds.
-    fn place(&mut self, tokens: &[LlamaToken], reuse: bool) -> (usize, usize) {
+    /// Whether a call with prompt `tokens` should wait: a conversation in flight is evaluating
+    /// a prompt that shares at least [`MIN_SLOT_MATCH`] more tokens with it than any sequence
+    /// holds now, so once that evaluation is done the call can copy them instead of
+    /// evaluating the same tokens beside it. The wait ends when the prefix is cached (or its
+    /// conversation leaves), and a conversation's prompt advances every step, so it is short.
+    fn awaits_prefix(&self, tokens: &[LlamaToken]) -> bool {
+        let limit = tokens.len().saturating_sub(1);
+        let held = self.longest_held(tokens).map_or(0, |(_, shared)| shared);
+        self.conversations.iter().any(|conversation| {
+            matches!(conversation.phase, Phase::Prompt { .. })
+                && !self.sequences[conversation.sequence].forget_after
+                && common_prefix(&conversation.prompt, tokens).min(limit) >= held + MIN_SLOT_MATCH
+        })
+    }
+
+    /// The sequence, in use or not, holding the longest prefix of `tokens` (ties: the lower
+    /// id) and its length, at most all tokens but the last (whose logits must be computed).
+    /// Sequences to be forgotten after a cache clear are not offered.
+    fn longest_held(&self, tokens: &[LlamaToken]) -> Option<(usize, usize)> {
+        let limit = tokens.len().saturating_sub(1);
+        self.sequences
+            .iter()
+            .enumerate()
+            .filter(|(_, sequence)| !sequence.forget_after)
+            .map(|(index, sequence)| (index, common_prefix(&sequence.cached, tokens).min(limit)))
+            .max_by_key(|&(index, shared)| (shared, std::cmp::Reverse(index)))
+    }
+
+    /// Takes the free sequence that suits `tokens` for a new call and gives it the longest
+    /// cached prefix of them: its own, trimmed, or another sequence's, copied when that is at
+    /// least [`MIN_SLOT_MATCH`] tokens longer. Returns the sequence, how many tokens it holds
+    /// for the call, and how many of those were copied.
+    fn place(&mut self, tokens: &[LlamaToken], reuse: bool) -> (usize, usize, usize) {
         self.clock += 1;
         let index = self.choose_sequence(tokens, reuse);
         // Keep the longest cached prefix, but always evaluate the last prompt token: its
         // logits choose the first reply token and are not kept from earlier calls.
-        let keep = if reuse {
+        let own = if reuse {
             common_prefix(&self.sequences[index].cached, tokens).min(tokens.len() - 1)
         } else {
             0
         };
+        let donor = if reuse {
+            self.longest_held(tokens)
+                .filter(|&(source, shared)| source != index && shared >= own + MIN_SLOT_MATCH)
+        } else {
+            None
+        };
+        let shared = match donor {
+            Some((source, shared)) if self.copy_prefix(source, index, shared) => shared,
+            _ => {
+                self.keep_prefix(index, own);
+                0
+            }
+        };
+        let sequence = &mut self.sequences[index];
+        sequence.busy = true;
+        sequence.last_used = self.clock;
+        (index, sequence.cached.len(), shared)
+    }
+
+    /// Trims sequence `index` to its first `keep` tokens.
+    fn keep_prefix(&mut self, index: usize, keep: usize) {
         if keep == 0 {
             self.forget(index);
         } else if keep < self.sequences[index].cached.len() {
@@ -331,10 +409,31 @@ impl<'m> BatchedEngine<'m> {
                 self.forget(index);
             }
         }
-        let sequence = &mut self.sequences[index];
-        sequence.busy = true;
-        sequence.last_used = self.clock;
-        (index, sequence.cached.len())
+    }
+
+    /// Makes sequence `target` hold the first `count` tokens of sequence `source`. Between the
+    /// sequences of a split cache llama.cpp copies only whole windows, and does so at the start
+    /// of the next decode, before that decode writes anything: so the source's entries as they
+    /// are now are copied, and the target's tail past `count` is dropped at once. False (the
+    /// target then holds nothing) when llama.cpp refuses.
+    fn copy_prefix(&mut self, source: usize, target: usize, count: usize) -> bool {
+        let (from, to) = (self.sequences[source].id, self.sequences[target].id);
+        let prefix = self.sequences[source].cached[..count].to_vec();
+        self.forget(target);
+        // (Forgetting can fail only by clearing every sequence, the source's too.)
+        let copied = self.sequences[source].cached.len() >= count
+            && self.context.copy_kv_cache_seq(from, to, None, None).is_ok();
+        let trimmed = copied
+            && self
+                .context
+                .clear_kv_cache_seq(Some(to as u32), u32::try_from(count).ok(), None)
+                .unwrap_or(false);
+        if !trimmed {
+            self.forget(target);
+            return false;
+        }
+        self.sequences[target].cached = prefix;
+        true
     }
 
     /// The free sequence sharing the longest prefix with `tokens` (ties: the lower id), or,
@@ -473,11 +572,13 @@ impl<'m> BatchedEngine<'m> {
         let prompt_done = conversation.prompt_done.unwrap_or(now);
         let prompt_tokens = u32::try_from(conversation.prompt_len).unwrap_or(u32::MAX);
         let reused_tokens = u32::try_from(conversation.reused).unwrap_or(u32::MAX);
+        let shared_tokens = u32::try_from(conversation.shared).unwrap_or(u32::MAX);
         let completion_tokens = u32::try_from(conversation.generated).unwrap_or(u32::MAX);
         let stats = CallStats {
             prompt_tokens,
             slot: u32::try_from(conversation.sequence).unwrap_or(u32::MAX),
             reused_tokens,
+            shared_tokens,
             evaluated_tokens: prompt_tokens - reused_tokens,
             completion_tokens,
             prompt_time: prompt_done.duration_since(conversation.started),

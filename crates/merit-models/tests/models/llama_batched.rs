@@ -203,3 +203,50 @@ fn the_number_of_conversations_is_checked() {
         assert!(error.contains("parallel conversations"), "{error}");
     }
 }
+
+/// Two conversations that open alike, sent at once: one evaluates the common opening, the
+/// other copies it from the first one's sequence (waiting for it when both arrive in the same
+/// step) instead of evaluating it beside it. The copy is checked by what it carries: the
+/// opening holds a code word that each conversation's reply has to repeat, which garbage or
+/// missing entries would lose, and positions out of order would make llama.cpp refuse the
+/// decode.
+#[test]
+#[ignore = "needs the embedded chat model (merit models pull); run with --include-ignored, as CI does"]
+fn conversations_that_open_alike_share_the_opening() {
+    let Some(file) = model_file() else { return };
+    let chat = Arc::new(LlamaChat::load(LlamaConfig::new(file).with_parallel(2)).expect("load"));
+    let opening = format!(
+        "{}The code word for today is MARMALADE. Remember it.\n\n",
+        "Here is a record of the shop's opening hours, kept for the staff. ".repeat(12)
+    );
+    let asks = [
+        "What is the code word? Answer with the code word only.",
+        "Repeat the code word you were given, and nothing else.",
+    ];
+    let answers = concurrently(
+        &chat,
+        asks.iter()
+            .map(|ask| request(&format!("{opening}{ask}"), 8))
+            .collect(),
+    );
+    let stats: Vec<CallStats> = answers
+        .iter()
+        .map(|answer| {
+            let (text, stats) = answer.as_ref().expect("answered");
+            assert!(text.to_uppercase().contains("MARMALADE"), "{text:?}");
+            *stats
+        })
+        .collect();
+    let opening_tokens = stats[0].prompt_tokens.min(stats[1].prompt_tokens) - 30;
+    let copier = stats
+        .iter()
+        .find(|stats| stats.shared_tokens > 0)
+        .unwrap_or_else(|| panic!("neither conversation copied the opening: {stats:?}"));
+    assert!(copier.shared_tokens >= opening_tokens, "{stats:?}");
+    assert_eq!(copier.reused_tokens, copier.shared_tokens, "{stats:?}");
+    assert_ne!(stats[0].slot, stats[1].slot, "{stats:?}");
+    eprintln!("{stats:?}");
+    let evaluated: u32 = stats.iter().map(|stats| stats.evaluated_tokens).sum();
+    let prompts: u32 = stats.iter().map(|stats| stats.prompt_tokens).sum();
+    assert!(evaluated <= prompts - opening_tokens, "{stats:?}");
+}
