@@ -52,11 +52,11 @@ FORK_TURN=${FORK_TURN:-3}
 # is the rest of an episode, once per arm (none, BM25, cosine, learned).
 FORK_LIMIT=${FORK_LIMIT:-}
 # Issue 18: at least 60 tasks a split, so paired comparisons can resolve something; the sets
-# grow from the committed ones (generation appends), now with Management tasks and phase-2
-# follow-ups (GEN_OPTS).
+# grow from the committed ones (generation appends), now with Management tasks, phase-2
+# follow-ups and knowledge-base entries (GEN_OPTS).
 TRAIN_TASKS=${TRAIN_TASKS:-60}
 EVAL_TASKS=${EVAL_TASKS:-60}
-GEN_OPTS=${GEN_OPTS:---writes --follow-ups}
+GEN_OPTS=${GEN_OPTS:---writes --follow-ups --knowledge}
 TRAIN_SEEDS=${TRAIN_SEEDS:-300}
 EVAL_SEEDS=${EVAL_SEEDS:-200}
 PRM_PAIRS=${PRM_PAIRS:-300}

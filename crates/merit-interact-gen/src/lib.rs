@@ -19,7 +19,9 @@
 //!
 //! Two optional stages extend the query targets before stage 3 ([`extend_targets`]):
 //! [`follow`] attaches a phase-2 follow-up with exact ground truth, and [`mod@write`] derives
-//! Management (DELETE/UPDATE) targets judged by state-checking test cases.
+//! Management (DELETE/UPDATE) targets judged by state-checking test cases. One optional stage
+//! extends verified records: [`knowledge`] turns a blurred row condition into a
+//! knowledge-base entry, visible or deleted for the task.
 //!
 //! Nothing here knows about terminals or arguments; a CLI calls [`seed::load_seeds`],
 //! [`perturb::perturb_seeds`], [`run::generate_tasks`] and [`stats::compute_stats`].
@@ -27,6 +29,7 @@
 #![warn(missing_docs)]
 
 pub mod follow;
+pub mod knowledge;
 pub mod perturb;
 pub mod record;
 pub mod request;
@@ -41,9 +44,11 @@ pub mod write;
 use std::path::PathBuf;
 
 pub use follow::{follow_up_for, FollowUpSpec};
+pub use knowledge::{add_knowledge, write_knowledge_files, KnowledgeLine, KnowledgeReport};
 pub use perturb::{perturb_seeds, PerturbConfig, PerturbKind, PerturbReport, Target};
 pub use record::{
-    read_generated, schema_of_sqlite, write_spider_metafiles, GeneratedTask, GEN_RECORD_FORMAT,
+    read_generated, rewrite_generated, schema_of_sqlite, write_spider_metafiles, GeneratedTask,
+    GEN_RECORD_FORMAT,
 };
 pub use request::{Draft, DraftAmbiguity, AMBIGUITY_TYPES, GEN_PROMPT_FAMILY};
 pub use run::{generate_tasks, GenConfig, GenReport, TargetOutcome};

@@ -34,9 +34,12 @@ pub struct AmbiguityEntry {
     /// Upstream's flag; we set it on critical entries (upstream data does the same, and no
     /// code reads it).
     pub is_mask: bool,
-    /// One of the eight ambiguity types.
+    /// One of the eight ambiguity types (`knowledge_ambiguity` in `knowledge_ambiguity`).
     #[serde(rename = "type")]
     pub kind: String,
+    /// For a knowledge ambiguity: the id of the knowledge-base entry the task hides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleted_knowledge: Option<i64>,
 }
 
 /// `user_query_ambiguity`.
@@ -95,8 +98,9 @@ pub struct GeneratedTask {
     pub clean_up_sqls: Vec<String>,
     /// The target SQL.
     pub sol_sql: Vec<String>,
-    /// Always empty (Spider has no knowledge base).
-    pub external_knowledge: Vec<String>,
+    /// Ids of the knowledge-base entries the target relies on ([`super::knowledge`]; empty
+    /// without one).
+    pub external_knowledge: Vec<i64>,
     /// Empty for Query tasks (the default test); the state checks of a Management task.
     pub test_cases: Vec<String>,
     /// `Query` or `Management`.
@@ -105,8 +109,12 @@ pub struct GeneratedTask {
     pub conditions: GenConditions,
     /// The ambiguity map.
     pub user_query_ambiguity: UserQueryAmbiguity,
-    /// Always empty: knowledge ambiguities need knowledge-base entries to delete.
+    /// The knowledge-base entry the task hides, when it hides one ([`super::knowledge`]).
     pub knowledge_ambiguity: Vec<AmbiguityEntry>,
+    /// The knowledge-base entry this record added to its database's `{db}_kb.jsonl` (the task
+    /// file is the source of truth the knowledge base is rebuilt from).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub knowledge_entry: Option<super::knowledge::KnowledgeLine>,
     /// The phase-2 follow-up with its ground truth, when the target has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub follow_up: Option<GenFollowUp>,
@@ -151,6 +159,7 @@ impl GeneratedTask {
                 sql_snippet: sql_snippet.clone(),
                 is_mask: critical,
                 kind: kind.clone(),
+                deleted_knowledge: None,
             };
             if critical {
                 ambiguity.critical_ambiguity.push(entry);
@@ -180,6 +189,7 @@ impl GeneratedTask {
             },
             user_query_ambiguity: ambiguity,
             knowledge_ambiguity: Vec::new(),
+            knowledge_entry: None,
             follow_up: target.follow_up.as_ref().map(|f| GenFollowUp {
                 query: f.query.clone(),
                 sol_sql: vec![f.sql.clone()],
@@ -257,6 +267,22 @@ fn read_lines<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<(Vec<T>, usiz
 /// Reads a generated task file (a torn last line is ignored).
 pub fn read_generated(path: &Path) -> Result<Vec<GeneratedTask>, GenError> {
     read_lines(path).map(|(records, _)| records)
+}
+
+/// Rewrites a generated task file with `tasks`, atomically (for stages that change finished
+/// records, such as [`super::knowledge::add_knowledge`]).
+pub fn rewrite_generated(path: &Path, tasks: &[GeneratedTask]) -> Result<(), GenError> {
+    let mut text = String::new();
+    for task in tasks {
+        let line = serde_json::to_string(task).map_err(|e| GenError::Corrupt {
+            path: path.to_path_buf(),
+            line: 0,
+            message: format!("a record could not be written as JSON ({e})"),
+        })?;
+        text.push_str(&line);
+        text.push('\n');
+    }
+    write_atomic(path, text.as_bytes())
 }
 
 /// Reads a rejection log (a torn last line is ignored).
@@ -403,7 +429,8 @@ pub fn schema_of_sqlite(sqlite_file: &Path, db_id: &str) -> Result<DatabaseSchem
 /// * `{db}_schema.txt`: the `CREATE TABLE` text followed, per table, by up to three sample
 ///   rows (upstream's schema files show three), read through `merit_sql` read-only;
 /// * `{db}_column_meaning_base.json`: `{}` (Spider has no column descriptions);
-/// * `{db}_kb.jsonl`: empty (no knowledge base).
+/// * `{db}_kb.jsonl`: empty unless it exists (generation with knowledge entries keeps it,
+///   [`super::knowledge`]).
 ///
 /// With `copy_database`, the SQLite file is copied to `{db}.sqlite` beside them, which the
 /// environment needs to run the tasks. Files are written to a temporary name and renamed.
@@ -447,7 +474,10 @@ pub fn write_spider_metafiles(
     }
     write_atomic(&dir.join(format!("{db}_schema.txt")), text.as_bytes())?;
     write_atomic(&dir.join(format!("{db}_column_meaning_base.json")), b"{}\n")?;
-    write_atomic(&dir.join(format!("{db}_kb.jsonl")), b"")?;
+    let knowledge = dir.join(format!("{db}_kb.jsonl"));
+    if !knowledge.exists() {
+        write_atomic(&knowledge, b"")?;
+    }
     if copy_database {
         let target = dir.join(format!("{db}.sqlite"));
         let temp = dir.join(format!(".{db}.sqlite.tmp"));

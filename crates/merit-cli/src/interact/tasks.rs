@@ -43,6 +43,12 @@ pub struct InteractGenArgs {
     /// passes.
     #[arg(long)]
     writes: bool,
+    /// After generating, give records whose ambiguity map blurs a `column OP value`
+    /// condition a knowledge-base entry (`{db}_kb.jsonl`), visible for about half of them and
+    /// deleted for the others (a knowledge ambiguity); no model call, and records of earlier
+    /// passes keep theirs.
+    #[arg(long)]
+    knowledge: bool,
     /// The writing model (the 1.5B embedded model writes usable drafts; the 0.5B rarely).
     #[command(flatten)]
     chat: ChatArgs,
@@ -201,6 +207,17 @@ pub(super) fn generate(args: InteractGenArgs) -> Result<()> {
         return Err(error);
     }
     println!("{}", serde_json::to_string_pretty(&report)?);
+    if args.knowledge {
+        let mut tasks = gen::read_generated(&output)?;
+        let knowledge = gen::add_knowledge(&mut tasks, &schemas);
+        if knowledge.new_entries + knowledge.reused_entries > 0 {
+            gen::rewrite_generated(&output, &tasks)?;
+        }
+        // Every database's file is rewritten from the records, which also repairs one left
+        // behind by a pass killed between the two writes.
+        gen::write_knowledge_files(&args.out, &tasks)?;
+        println!("{}", serde_json::to_string_pretty(&knowledge)?);
+    }
     Ok(())
 }
 

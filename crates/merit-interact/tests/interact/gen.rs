@@ -747,3 +747,165 @@ fn writes_and_follow_ups_are_generated_and_judged_for_real() {
         assert!((outcome.reward - 1.0).abs() < 1e-9);
     }
 }
+
+/// The knowledge stage on generated records of a real database: entries written to
+/// `{db}_kb.jsonl`, a deleted entry hidden from the agent's knowledge tools for its task only
+/// and counted in that task's budget, a visible one found by name.
+#[test]
+fn knowledge_entries_reach_the_environment_visible_or_deleted() {
+    use merit_interact::gen::{add_knowledge, rewrite_generated, write_knowledge_files};
+    // Targets with one `column > number` condition; the scripted writer blurs it with a term
+    // of its own, made from the SQL so that each target gets a different name.
+    let databases_used = [
+        "concert_singer",
+        "pets_1",
+        "singer",
+        "orchestra",
+        "dog_kennels",
+    ];
+    let targets: Vec<Target> = dev_targets(&databases_used, &PerturbConfig::default())
+        .into_iter()
+        .filter(|t| condition_of(&t.sql).is_some())
+        .collect();
+    assert!(targets.len() >= 8, "{}", targets.len());
+    let model = ScriptedModel::new("scripted", |req, _| {
+        let text = request_text(req);
+        let sql = text
+            .split("The query:\n")
+            .nth(1)
+            .and_then(|rest| rest.lines().next())
+            .unwrap_or("");
+        let condition = condition_of(sql).unwrap_or_default();
+        let word = [
+            "notable", "special", "chosen", "marked", "flagged", "picked",
+        ][sql.len() % 6];
+        let head = sql.split(' ').take(2).collect::<Vec<_>>().join(" ");
+        Ok(serde_json::json!({
+            "clear_query": "Give me exactly what I asked for, in full detail.",
+            "amb_query": format!("Give me the usual summary for the {word} ones."),
+            "ambiguities": [
+                {"term": "usual summary", "sql_snippet": head, "type": "intent_ambiguity"},
+                {"term": format!("{word} ones"), "sql_snippet": condition, "type": "semantic_ambiguity"}
+            ]
+        })
+        .to_string())
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("tasks.jsonl");
+    generate_tasks(
+        &targets,
+        &schemas(),
+        model.as_ref(),
+        &out,
+        &GenConfig::default(),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    let mut records = read_generated(&out).unwrap();
+    let report = add_knowledge(&mut records, &schemas());
+    assert!(report.new_entries >= 2, "{report:?}");
+    rewrite_generated(&out, &records).unwrap();
+    let root = dir.path().join("dbs");
+    let all = schemas();
+    let used: BTreeSet<&str> = records
+        .iter()
+        .map(|r| r.selected_database.as_str())
+        .collect();
+    let metafiles = || {
+        for db in &used {
+            let sqlite = databases().locate(db).unwrap();
+            write_spider_metafiles(&root, &all[*db], &sqlite, true).unwrap();
+        }
+    };
+    metafiles();
+    write_knowledge_files(&root, &records).unwrap();
+    // Metafiles written again (a later database, a rerun) keep the knowledge base.
+    metafiles();
+    let entries: usize = used
+        .iter()
+        .map(|db| {
+            std::fs::read_to_string(root.join(db).join(format!("{db}_kb.jsonl")))
+                .unwrap()
+                .lines()
+                .count()
+        })
+        .sum();
+    assert_eq!(entries, report.new_entries);
+    assert_eq!(read_generated(&out).unwrap(), records);
+
+    let set = TaskSet::load(&out, &root).expect("the set loads");
+    let names = |record: &GeneratedTask| -> String {
+        let task = set.get(&record.instance_id).unwrap();
+        let meta = Arc::clone(set.database(&record.selected_database).unwrap());
+        let backend = merit_interact::sqlite_backend(&meta).unwrap();
+        let mut env = merit_interact::Environment::new(
+            task,
+            meta,
+            backend,
+            merit_interact::ScriptedSimulator::default(),
+            EnvConfig::default(),
+        )
+        .unwrap();
+        env.step(ActionCall::get_all_external_knowledge_names())
+            .unwrap()
+            .observation
+    };
+    let with_entry: Vec<&GeneratedTask> = records
+        .iter()
+        .filter(|r| r.knowledge_entry.is_some())
+        .collect();
+    // A database with a task that deletes its entry and one that shows its own.
+    let (hidden, shown) = with_entry
+        .iter()
+        .filter(|r| !r.knowledge_ambiguity.is_empty())
+        .find_map(|hidden| {
+            let shown = with_entry.iter().find(|r| {
+                r.knowledge_ambiguity.is_empty() && r.selected_database == hidden.selected_database
+            })?;
+            Some((hidden, shown))
+        })
+        .expect("a database with a deleted and a visible entry");
+    let hidden_name = &hidden.knowledge_entry.as_ref().unwrap().knowledge;
+    let shown_name = &shown.knowledge_entry.as_ref().unwrap().knowledge;
+    let seen_by_hidden = names(hidden);
+    assert!(
+        !seen_by_hidden.contains(hidden_name.as_str()),
+        "{seen_by_hidden}"
+    );
+    assert!(
+        seen_by_hidden.contains(shown_name.as_str()),
+        "{seen_by_hidden}"
+    );
+    let seen_by_shown = names(shown);
+    assert!(
+        seen_by_shown.contains(hidden_name.as_str()),
+        "{seen_by_shown}"
+    );
+    let task = set.get(&hidden.instance_id).unwrap();
+    assert_eq!(
+        task.budget_ambiguities(),
+        hidden.user_query_ambiguity.critical_ambiguity.len() + 1
+    );
+}
+
+/// The first `column > number` (or `<`) condition of a WHERE clause, as written.
+fn condition_of(sql: &str) -> Option<String> {
+    let after = sql.split(" WHERE ").nth(1)?;
+    let condition = after
+        .split(" AND ")
+        .next()?
+        .split(" ORDER BY ")
+        .next()?
+        .split(" GROUP BY ")
+        .next()?
+        .trim();
+    let parts: Vec<&str> = condition.split_whitespace().collect();
+    match parts.as_slice() {
+        [column, ">" | "<" | ">=" | "<=", number]
+            if number.parse::<f64>().is_ok() && !column.contains('(') =>
+        {
+            Some(condition.to_string())
+        }
+        _ => None,
+    }
+}
