@@ -696,18 +696,7 @@ fn writes_and_follow_ups_are_generated_and_judged_for_real() {
     std::fs::write(&file, lines.join("\n")).unwrap();
     let set = TaskSet::load(&file, &root).expect("generated writes and follow-ups load");
     let episode = |target: &Target, submissions: &[&str]| {
-        let id = format!("{}_g{}", target.db_id, target.target_id);
-        let task = set.get(&id).unwrap();
-        let meta = Arc::clone(set.database(&target.db_id).unwrap());
-        let backend = merit_interact::sqlite_backend(&meta).unwrap();
-        let mut env = merit_interact::Environment::new(
-            task,
-            meta,
-            backend,
-            merit_interact::ScriptedSimulator::default(),
-            EnvConfig::default(),
-        )
-        .unwrap();
+        let mut env = environment(&set, &format!("{}_g{}", target.db_id, target.target_id));
         let mut observations = Vec::new();
         for sql in submissions {
             observations.push(env.step(ActionCall::submit(*sql)).unwrap().observation);
@@ -835,18 +824,8 @@ fn knowledge_entries_reach_the_environment_visible_or_deleted() {
 
     let set = TaskSet::load(&out, &root).expect("the set loads");
     let names = |record: &GeneratedTask| -> String {
-        let task = set.get(&record.instance_id).unwrap();
-        let meta = Arc::clone(set.database(&record.selected_database).unwrap());
-        let backend = merit_interact::sqlite_backend(&meta).unwrap();
-        let mut env = merit_interact::Environment::new(
-            task,
-            meta,
-            backend,
-            merit_interact::ScriptedSimulator::default(),
-            EnvConfig::default(),
-        )
-        .unwrap();
-        env.step(ActionCall::get_all_external_knowledge_names())
+        environment(&set, &record.instance_id)
+            .step(ActionCall::get_all_external_knowledge_names())
             .unwrap()
             .observation
     };
@@ -886,6 +865,25 @@ fn knowledge_entries_reach_the_environment_visible_or_deleted() {
         task.budget_ambiguities(),
         hidden.user_query_ambiguity.critical_ambiguity.len() + 1
     );
+}
+
+/// A fresh environment for task `instance_id` of `set`, on its database's copied SQLite file,
+/// with the scripted simulator.
+fn environment(
+    set: &TaskSet,
+    instance_id: &str,
+) -> merit_interact::Environment<merit_interact::SqliteBackend, merit_interact::ScriptedSimulator> {
+    let task = set.get(instance_id).expect("task present");
+    let meta = Arc::clone(set.database(task.database()).expect("its database"));
+    let backend = merit_interact::sqlite_backend(&meta).expect("the database copied beside");
+    merit_interact::Environment::new(
+        task,
+        meta,
+        backend,
+        merit_interact::ScriptedSimulator::default(),
+        EnvConfig::default(),
+    )
+    .expect("an environment")
 }
 
 /// The first `column > number` (or `<`) condition of a WHERE clause, as written.
