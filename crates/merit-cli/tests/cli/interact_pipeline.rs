@@ -62,13 +62,36 @@ fn draft_for(text: &str) -> String {
     let words: Vec<&str> = sql.split(' ').collect();
     let head = words[..2.min(words.len())].join(" ");
     let tail = words[words.len().saturating_sub(1)..].join(" ");
+    let mut ambiguities = vec![
+        json!({"term": "usual summary", "sql_snippet": head, "type": "intent_ambiguity"}),
+        json!({"term": "standard way", "sql_snippet": tail, "type": "sort_ambiguity"}),
+    ];
+    // A `column > number` condition is blurred too (what knowledge entries are made from).
+    let condition = sql.split(" WHERE ").nth(1).and_then(|rest| {
+        let parts: Vec<&str> = rest.split_whitespace().take(3).collect();
+        match parts.as_slice() {
+            [column, ">" | "<", number]
+                if number.parse::<f64>().is_ok()
+                    && column.chars().all(|c| c.is_alphanumeric() || c == '_') =>
+            {
+                Some(parts.join(" "))
+            }
+            _ => None,
+        }
+    });
+    let amb_query = match condition {
+        Some(condition) => {
+            ambiguities.push(
+                json!({"term": "notable ones", "sql_snippet": condition, "type": "semantic_ambiguity"}),
+            );
+            "Give me the usual summary of the notable ones, the standard way."
+        }
+        None => "Give me the usual summary, the standard way.",
+    };
     json!({
         "clear_query": "Give me exactly what I asked for, in full detail.",
-        "amb_query": "Give me the usual summary, the standard way.",
-        "ambiguities": [
-            {"term": "usual summary", "sql_snippet": head, "type": "intent_ambiguity"},
-            {"term": "standard way", "sql_snippet": tail, "type": "sort_ambiguity"}
-        ]
+        "amb_query": amb_query,
+        "ambiguities": ambiguities
     })
     .to_string()
 }
@@ -1074,7 +1097,7 @@ fn generated_task_sets_are_usable_as_they_grow_and_have_statistics() {
             "--limit",
             "12",
         ])
-        .args(["--writes", "--follow-ups"])
+        .args(["--writes", "--follow-ups", "--knowledge"])
         .arg("--seeds")
         .arg(spider.join("dev.json"))
         .arg("--tables")
@@ -1120,6 +1143,28 @@ fn generated_task_sets_are_usable_as_they_grow_and_have_statistics() {
         .as_str()
         .unwrap()
         .contains("def test_case"));
+    // With knowledge entries: each one in its database's knowledge base, its task pointing to
+    // it, and the report printed after the generation report.
+    let with_knowledge: Vec<&Value> = written
+        .iter()
+        .filter(|r| r.get("knowledge_entry").is_some())
+        .collect();
+    assert!(
+        !with_knowledge.is_empty(),
+        "no knowledge entry in {} records",
+        written.len()
+    );
+    for record in &with_knowledge {
+        let db = record["selected_database"].as_str().unwrap();
+        let base = std::fs::read_to_string(mixed.join(db).join(format!("{db}_kb.jsonl"))).unwrap();
+        let entry = &record["knowledge_entry"];
+        assert!(
+            base.contains(entry["definition"].as_str().unwrap()),
+            "{base}"
+        );
+        assert_eq!(record["external_knowledge"][0], entry["id"]);
+    }
+    assert!(String::from_utf8_lossy(&output.stdout).contains("\"new_entries\""));
     // The mixed set loads and runs.
     let run = dir.path().join("run-mixed");
     merit(
