@@ -9,7 +9,9 @@
 #![warn(missing_docs)]
 
 pub mod cache;
+#[cfg(feature = "embedded")]
 pub mod embed;
+#[cfg(feature = "embedded")]
 pub mod llama;
 pub mod openai;
 pub mod registry;

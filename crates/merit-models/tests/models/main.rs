@@ -6,8 +6,11 @@
 
 mod cache_kill;
 mod cache_store;
+#[cfg(feature = "embedded")]
 mod embed_minilm;
+#[cfg(feature = "embedded")]
 mod llama_batched;
+#[cfg(feature = "embedded")]
 mod llama_chat;
 mod openai_client;
 mod openai_real_server;
