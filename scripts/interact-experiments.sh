@@ -25,12 +25,15 @@ AGENT_OPTS=${AGENT_OPTS:---fold-repeats --schema-in-opening}
 # Tasks of each split actually run (the first N of the task file); empty: all of them.
 TRAIN_LIMIT=${TRAIN_LIMIT:-}
 EVAL_LIMIT=${EVAL_LIMIT:-}
-# Evaluation arms besides none, cosine and learned (Table 3's baselines and ablations,
-# Table 7's retention, the retrieval size): any of bm25 memrl memento no-episode no-turn all
-# cosine-inject2 ... cosine-inject5 (cosine memory, 2 to 5 memories per retrieval).
-# Also: topick (the TopicK coverage baseline), vanilla (the non-agentic LLM), demo (the Demo
-# agent, its worked examples from the training run's first successes).
-EXTRA_ARMS=${EXTRA_ARMS:-vanilla demo bm25 topick memrl memento no-episode no-turn all cosine-inject2 cosine-inject3 cosine-inject4 cosine-inject5}
+# Evaluation arms besides none, cosine and learned, in two groups with Pass@k between them:
+# every arm is a whole evaluation run (hours at 60 tasks on two cores), so what issue 18 asks
+# for comes first. Any arm may go in either group: topick (the TopicK coverage baseline),
+# vanilla (the non-agentic LLM), demo (the Demo agent, its worked examples from the training
+# run's first successes), and Table 3's baselines and ablations, Table 7's retention and the
+# retrieval size: bm25 memrl memento no-episode no-turn all cosine-inject2 ... cosine-inject5
+# (cosine memory, 2 to 5 memories per retrieval).
+EXTRA_ARMS=${EXTRA_ARMS:-vanilla demo topick}
+LATER_ARMS=${LATER_ARMS:-bm25 memrl memento no-episode no-turn all cosine-inject2 cosine-inject3 cosine-inject4 cosine-inject5}
 # Held-out checks of the turn selector: one training per (inputs, seed), 3 tasks held out.
 HOLDOUT_SEEDS=${HOLDOUT_SEEDS:-0 1 2}
 # Pass@k (the paper's Figure 3a): these arms run again with sampling at PASS_K_TEMPERATURE,
@@ -76,6 +79,16 @@ mkdir -p "$RUNS" "$RESULTS"
 step() { echo "== $(date -u +%FT%TZ) $*" >&2; }
 run() { echo "+ $*" >&2; "$@"; }
 lines() { if [ -f "$1" ]; then wc -l < "$1"; else echo 0; fi; }
+# The evidence of a finished run: its log (compressed), settings and one-line episode summaries,
+# so every figure can be recomputed (`merit interact report` reads the logs back after
+# `gunzip`). Kept as soon as each run ends, since the whole script spans many sessions.
+keep_evidence() { # keep_evidence RUN_DIR
+  local name; name=$(basename "$1")
+  mkdir -p "$RESULTS/runs/$name"
+  gzip -9n < "$1/episodes.jsonl" > "$RESULTS/runs/$name/episodes.jsonl.gz"
+  cp "$1/settings.json" "$RESULTS/runs/$name/"
+  "$MERIT" interact summaries "$1" --out "$RESULTS/runs/$name/summaries.jsonl"
+}
 record() { # record FILE COMMAND...: run the command, keep its stdout and the command in FILE
   local file=$1; shift
   local shown="$*"
@@ -115,6 +128,7 @@ fork_only=(); [ -n "$FORK_LIMIT" ] && fork_only=(--limit "$FORK_LIMIT")
 # 2. The no-memory baseline on the evaluation split (issue 6).
 step "baseline"
 run "$MERIT" interact run "${eval_set[@]}" "${eval_only[@]}" --out "$RUNS/eval-none" > /dev/null
+keep_evidence "$RUNS/eval-none"
 # BASELINE_NAME names the file; the 0.5B agent in the protocol's plain form is
 #   AGENT_MODEL=qwen2.5-coder-0.5b-instruct AGENT_OPTS= RUNS=runs/interact-0.5b \
 #   BASELINE_NAME=baseline-0.5b-plain STOP_AFTER=baseline scripts/interact-experiments.sh
@@ -124,8 +138,10 @@ record "$RESULTS/${BASELINE_NAME:-baseline}.md" "$MERIT" interact report "$RUNS/
 # 3. Memory: built online on the training split, then evaluated from it (frozen).
 step "memory runs"
 run "$MERIT" interact run "${train_set[@]}" "${train_only[@]}" --out "$RUNS/train-cosine" --memory cosine > /dev/null
+keep_evidence "$RUNS/train-cosine"
 from=(--memory-from "$RUNS/train-cosine/memory" --frozen-memory)
 run "$MERIT" interact run "${eval_set[@]}" "${eval_only[@]}" --out "$RUNS/eval-cosine" --memory cosine "${from[@]}" > /dev/null
+keep_evidence "$RUNS/eval-cosine"
 [ "$STOP_AFTER" = memory ] && exit 0
 
 # 4. The process reward model and both learned selectors (issue 7).
@@ -147,6 +163,7 @@ cp "$RUNS/selectors/"*-curve.svg "$RUNS/selectors/"*-curve.jsonl "$RUNS/selector
 run "$MERIT" interact run "${eval_set[@]}" "${eval_only[@]}" --out "$RUNS/eval-learned" --memory learned \
   --episode-selector "$RUNS/selectors/episode.safetensors" \
   --turn-selector "$RUNS/selectors/turn.safetensors" "${from[@]}" > /dev/null
+keep_evidence "$RUNS/eval-learned"
 step "report: memory vs none"
 main_arms=("$RUNS/eval-none" "$RUNS/eval-cosine" "$RUNS/eval-learned")
 record "$RESULTS/memory-vs-none.md" "$MERIT" interact report --baseline "$RUNS/eval-none" "${main_arms[@]}"
@@ -161,10 +178,10 @@ run "$MERIT" interact counterfactual --run "$RUNS/eval-none" --turn "$FORK_TURN"
   "${fork_only[@]}" --out "$RESULTS/counterfactual.md" --log "$RUNS/counterfactual.forks.jsonl" > /dev/null
 [ "$STOP_AFTER" = counterfactual ] && exit 0
 
-# 6. Baselines, ablations (Table 3) and retention (Table 7).
-step "baselines and ablations"
+# 6. Baselines (issue 18), Pass@k, then ablations (Table 3) and retention (Table 7).
 arms=("${main_arms[@]}")
-for arm in $EXTRA_ARMS; do
+eval_arm() { # eval_arm NAME: one evaluation run of the arm, added to the final report
+  local arm=$1 args
   case $arm in
     bm25 | topick | memrl | memento) args=(--memory "$arm" "${from[@]}") ;;
     vanilla) args=(--agent vanilla) ;;
@@ -179,8 +196,36 @@ for arm in $EXTRA_ARMS; do
     *) echo "unknown arm $arm" >&2; exit 2 ;;
   esac
   run "$MERIT" interact run "${eval_set[@]}" "${eval_only[@]}" --out "$RUNS/eval-$arm" "${args[@]}" > /dev/null
+  keep_evidence "$RUNS/eval-$arm"
   arms+=("$RUNS/eval-$arm")
+}
+step "baselines"
+for arm in $EXTRA_ARMS; do eval_arm "$arm"; done
+
+# 7. Pass@k: sampled tries of the main memory arms.
+step "pass@k"
+for arm in $PASS_K_ARMS; do
+  case $arm in
+    none) args=() ;;
+    cosine) args=(--memory cosine "${from[@]}") ;;
+    learned) args=(--memory learned --episode-selector "$RUNS/selectors/episode.safetensors"
+      --turn-selector "$RUNS/selectors/turn.safetensors" "${from[@]}") ;;
+    *) echo "unknown Pass@k arm $arm" >&2; exit 2 ;;
+  esac
+  tries=()
+  for seed in $PASS_K_SEEDS; do
+    out="$RUNS/eval-$arm-sampled-$seed"
+    run "$MERIT" interact run "${eval_set[@]}" "${eval_only[@]}" --out "$out" "${args[@]}" \
+      --temperature "$PASS_K_TEMPERATURE" --sample-seed "$seed" > /dev/null
+    keep_evidence "$out"
+    tries+=("$out")
+  done
+  record "$RESULTS/pass-at-k-$arm.md" "$MERIT" interact report --pass-at-k "${tries[@]}"
+  arms+=("${tries[@]}")
 done
+
+step "ablations and retention"
+for arm in $LATER_ARMS; do eval_arm "$arm"; done
 step "report: all arms"
 # shellcheck disable=SC2206 # REPORT_RUNS is a list of folders on purpose
 arms+=($REPORT_RUNS)
@@ -221,36 +266,10 @@ mv "$RESULTS/turn-selector-holdout.md.tmp" "$RESULTS/turn-selector-holdout.md"
 record "$RESULTS/turn-selector-eval-states.md" "$MERIT" interact score-selector \
   --run "$RUNS/eval-cosine" --prm "$RUNS/prm/student.safetensors" "${checkpoints[@]}"
 
-# 7. Pass@k: sampled tries of the main memory arms.
-step "pass@k"
-for arm in $PASS_K_ARMS; do
-  case $arm in
-    none) args=() ;;
-    cosine) args=(--memory cosine "${from[@]}") ;;
-    learned) args=(--memory learned --episode-selector "$RUNS/selectors/episode.safetensors"
-      --turn-selector "$RUNS/selectors/turn.safetensors" "${from[@]}") ;;
-    *) echo "unknown Pass@k arm $arm" >&2; exit 2 ;;
-  esac
-  tries=()
-  for seed in $PASS_K_SEEDS; do
-    out="$RUNS/eval-$arm-sampled-$seed"
-    run "$MERIT" interact run "${eval_set[@]}" "${eval_only[@]}" --out "$out" "${args[@]}" \
-      --temperature "$PASS_K_TEMPERATURE" --sample-seed "$seed" > /dev/null
-    tries+=("$out")
-  done
-  record "$RESULTS/pass-at-k-$arm.md" "$MERIT" interact report --pass-at-k "${tries[@]}"
-  arms+=("${tries[@]}")
-done
-
-# 8. The evidence: every run's log (compressed), settings and one-line episode summaries, so
-# every figure above can be recomputed (`merit interact report` reads the logs back after
-# `gunzip`).
+# 8. The evidence of runs added by hand (REPORT_RUNS) and of the train-cosine-all stream; every
+# other run kept its own as it ended.
 step "evidence"
-for dir in "$RUNS/train-cosine" "${arms[@]}"; do
-  name=$(basename "$dir")
-  mkdir -p "$RESULTS/runs/$name"
-  gzip -9n < "$dir/episodes.jsonl" > "$RESULTS/runs/$name/episodes.jsonl.gz"
-  cp "$dir/settings.json" "$RESULTS/runs/$name/"
-  "$MERIT" interact summaries "$dir" --out "$RESULTS/runs/$name/summaries.jsonl"
+for dir in "${arms[@]}" "$RUNS/train-cosine-all"; do
+  if [ -f "$dir/episodes.jsonl" ]; then keep_evidence "$dir"; fi
 done
 step "done"
