@@ -357,6 +357,19 @@ fn replay(
     Ok(())
 }
 
+/// The order streams start in. One at a time, the plan's order. Several at a time, seed by
+/// seed (the plan's order within a seed): streams of one seed take the questions in the same
+/// order and start from the same initial predictions, so the streams running together send
+/// prompts that open alike, which a batched embedded model evaluates once and copies
+/// (`merit_models::llama`). Streams are independent, so the order changes no result.
+fn schedule(streams: &[StreamSpec], parallel: usize) -> VecDeque<&StreamSpec> {
+    let mut order: Vec<&StreamSpec> = streams.iter().collect();
+    if parallel > 1 {
+        order.sort_by_key(|stream| stream.seed);
+    }
+    order.into()
+}
+
 /// Runs every stream to its end, `parallel` streams at a time (episodes within a stream stay
 /// strictly sequential). The first error stops the other streams after their current episode.
 pub fn run_streams(
@@ -366,7 +379,7 @@ pub fn run_streams(
     on_episode: &(dyn Fn(&StreamSpec, &EpisodeRecord) + Sync),
 ) -> Result<(), RunError> {
     let (streams, parallel) = (plan.streams, plan.parallel);
-    let queue = Mutex::new(streams.iter().collect::<VecDeque<_>>());
+    let queue = Mutex::new(schedule(streams, parallel));
     let failure: Mutex<Option<RunError>> = Mutex::new(None);
     std::thread::scope(|scope| {
         for _ in 0..parallel.clamp(1, streams.len().max(1)) {
@@ -389,5 +402,37 @@ pub fn run_streams(
     match failure.into_inner() {
         Ok(Some(error)) => Err(error),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn several_streams_at_a_time_start_seed_by_seed() {
+        let streams: Vec<StreamSpec> = ["iterative", "merit"]
+            .iter()
+            .flat_map(|method| {
+                [0, 1].map(|seed| StreamSpec {
+                    method: method.to_string(),
+                    seed,
+                })
+            })
+            .collect();
+        let names = |order: VecDeque<&StreamSpec>| -> Vec<String> {
+            order
+                .iter()
+                .map(|s| format!("{}-{}", s.method, s.seed))
+                .collect()
+        };
+        assert_eq!(
+            names(schedule(&streams, 1)),
+            ["iterative-0", "iterative-1", "merit-0", "merit-1"]
+        );
+        assert_eq!(
+            names(schedule(&streams, 2)),
+            ["iterative-0", "merit-0", "iterative-1", "merit-1"]
+        );
     }
 }
