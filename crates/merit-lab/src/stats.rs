@@ -29,10 +29,12 @@ pub struct PairedDifference {
     pub ci_high_pp: f64,
     /// Bootstrap resamples drawn.
     pub resamples: usize,
-    /// Queries where A did better than B (summed over seeds).
+    /// Queries where A did better than B over its seeds together (the query's per-seed
+    /// differences sum to more than zero): the query, not the (query, seed) cell, is the unit,
+    /// as in the bootstrap, since one question's seeds are not independent.
     #[serde(default)]
     pub a_better: u64,
-    /// Queries where B did better than A.
+    /// Queries where B did better than A, in the same sense.
     #[serde(default)]
     pub b_better: u64,
     /// Two-sided exact sign test over those queries (ties left out): the probability of a
