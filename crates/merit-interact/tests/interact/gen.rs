@@ -420,15 +420,7 @@ fn generation_writes_records_logs_rejections_retries_and_resumes() {
     rebuilt.push('\n');
     rebuilt.push_str(torn);
     std::fs::write(&out, rebuilt).unwrap();
-    let report = generate_tasks(
-        targets,
-        &schemas(),
-        model.as_ref(),
-        &out,
-        &GenConfig::default(),
-        &mut |_, _| {},
-    )
-    .unwrap();
+    let report = generate_quietly(targets, model.as_ref(), &out).unwrap();
     assert_eq!(report.written_now, 1);
     assert_eq!(report.warnings.len(), 1);
     assert_eq!(read_generated(&out).unwrap(), records);
@@ -442,15 +434,7 @@ fn a_model_failure_stops_the_run_without_logging_the_target() {
     });
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("x.jsonl");
-    let error = generate_tasks(
-        &targets[..2],
-        &schemas(),
-        model.as_ref(),
-        &out,
-        &GenConfig::default(),
-        &mut |_, _| {},
-    )
-    .unwrap_err();
+    let error = generate_quietly(&targets[..2], model.as_ref(), &out).unwrap_err();
     assert!(error.to_string().contains(&targets[0].target_id));
     assert!(read_generated(&out).unwrap().is_empty());
     assert!(read_rejections(&rejection_path(&out)).unwrap().is_empty());
@@ -462,15 +446,7 @@ fn generated_records_round_trip_through_taskset_and_pass_the_judge() {
     let model = ScriptedModel::new("scripted", |req, _| Ok(reply_for(req)));
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("tasks.jsonl");
-    let report = generate_tasks(
-        &targets[..3],
-        &schemas(),
-        model.as_ref(),
-        &out,
-        &GenConfig::default(),
-        &mut |_, _| {},
-    )
-    .unwrap();
+    let report = generate_quietly(&targets[..3], model.as_ref(), &out).unwrap();
     assert_eq!(report.written, 3);
     let root = dir.path().join("dbs");
     let schema = singer_schema();
@@ -781,15 +757,7 @@ fn knowledge_entries_reach_the_environment_visible_or_deleted() {
     });
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("tasks.jsonl");
-    generate_tasks(
-        &targets,
-        &schemas(),
-        model.as_ref(),
-        &out,
-        &GenConfig::default(),
-        &mut |_, _| {},
-    )
-    .unwrap();
+    generate_quietly(&targets, model.as_ref(), &out).unwrap();
     let mut records = read_generated(&out).unwrap();
     let report = add_knowledge(&mut records, &schemas());
     assert!(report.new_entries >= 2, "{report:?}");
@@ -884,6 +852,22 @@ fn environment(
         EnvConfig::default(),
     )
     .expect("an environment")
+}
+
+/// [`generate_tasks`] with the default settings and no progress callback.
+fn generate_quietly(
+    targets: &[Target],
+    model: &dyn merit_core::model::ChatModel,
+    out: &Path,
+) -> Result<merit_interact::gen::GenReport, merit_interact::gen::GenError> {
+    generate_tasks(
+        targets,
+        &schemas(),
+        model,
+        out,
+        &GenConfig::default(),
+        &mut |_, _| {},
+    )
 }
 
 /// The first `column > number` (or `<`) condition of a WHERE clause, as written.
