@@ -324,19 +324,10 @@ fn sample_run_args(models: &str, cache: &Path, out: &Path, resume: bool) -> Vec<
         "12",
         "--k",
         "2",
-        "--llm-url",
-        models,
-        "--llm-model",
-        "stand-in",
-        "--embed-url",
-        models,
-        "--embed-model",
-        "e",
     ] {
         args.push(extra.to_string());
     }
-    args.push("--cache".into());
-    args.push(cache.display().to_string());
+    args.extend(crate::mcp_tools::model_args(models, cache));
     args.push(if resume { "--resume" } else { "--out" }.into());
     args.push(out.display().to_string());
     args
