@@ -15,3 +15,23 @@ pub mod holdout;
 pub mod selector;
 pub mod student;
 pub mod train;
+
+use candle_core::Tensor;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// Writes `tensors` to `path` as a safetensors file, atomically through
+/// [`merit_core::fs::write_atomically`], and returns the bytes written (checkpoints hash them
+/// for their sidecar).
+///
+/// The tensors are serialized in memory rather than with `candle_core::safetensors::save`:
+/// that writes through a temporary file of its own (`.tmpXXXXXX`) that a killed process leaves
+/// behind and that the run folder's leftover sweep cannot recognise as ours.
+pub(crate) fn save_safetensors(
+    tensors: &HashMap<String, Tensor>,
+    path: &Path,
+) -> Result<Vec<u8>, String> {
+    let bytes = safetensors::serialize(tensors, None).map_err(|e| e.to_string())?;
+    merit_core::fs::write_atomically(path, &bytes).map_err(|e| e.to_string())?;
+    Ok(bytes)
+}

@@ -69,11 +69,6 @@ fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> LearnError + '_ {
     }
 }
 
-/// Puts the finished `temp` in place of `path` ([`merit_core::fs::persist`]).
-fn commit(temp: &Path, path: &Path) -> Result<(), LearnError> {
-    merit_core::fs::persist(temp, path).map_err(io_error(path))
-}
-
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), LearnError> {
     merit_core::fs::write_atomically(path, bytes).map_err(io_error(path))
 }
@@ -91,16 +86,12 @@ impl SelectorPolicy {
         if let Some(dir) = weights.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(io_error(dir))?;
         }
-        let temp = merit_core::fs::temporary_beside(weights);
-        if let Err(error) = candle_core::safetensors::save(&self.params, &temp) {
-            let _ = std::fs::remove_file(&temp);
-            return Err(LearnError::Weights {
+        let bytes = crate::save_safetensors(&self.params, weights).map_err(|message| {
+            LearnError::Weights {
                 path: weights.to_path_buf(),
-                message: format!("cannot write: {error}"),
-            });
-        }
-        let bytes = std::fs::read(&temp).map_err(io_error(&temp))?;
-        commit(&temp, weights)?;
+                message: format!("cannot write: {message}"),
+            }
+        })?;
         let description = Sidecar {
             format: CHECKPOINT_FORMAT.to_string(),
             config: *self.config(),

@@ -60,11 +60,6 @@ fn fnv1a64(bytes: &[u8]) -> String {
     format!("{:016x}", merit_core::hash::fnv1a(bytes))
 }
 
-/// Puts the finished `tmp` in place of `path` ([`merit_core::fs::persist`]).
-fn commit(tmp: &Path, path: &Path) -> Result<(), StudentError> {
-    merit_core::fs::persist(tmp, path).map_err(io(path))
-}
-
 impl StudentPrm {
     /// Writes the weights to `path` (safetensors) and the sidecar to [`sidecar_path`], each
     /// atomically; returns the sidecar.
@@ -83,13 +78,11 @@ impl StudentPrm {
             .zip(&tensors)
             .map(|(name, t)| (name.to_string(), t.detach()))
             .collect();
-        let tmp = merit_core::fs::temporary_beside(path);
-        candle_core::safetensors::save(&map, &tmp).map_err(|e| StudentError::Checkpoint {
-            path: tmp.clone(),
-            message: format!("cannot write the weights: {e}"),
-        })?;
-        let bytes = std::fs::read(&tmp).map_err(io(&tmp))?;
-        commit(&tmp, path)?;
+        let bytes =
+            crate::save_safetensors(&map, path).map_err(|message| StudentError::Checkpoint {
+                path: path.to_path_buf(),
+                message: format!("cannot write the weights: {message}"),
+            })?;
         let meta = CheckpointMeta {
             format: STUDENT_FORMAT.to_string(),
             config: self.config().clone(),
