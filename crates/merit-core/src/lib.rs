@@ -1,9 +1,11 @@
 //! Plain data types shared by every merit crate.
 //!
-//! This crate does no IO and has no opinion about models, databases or files: it only names
-//! the things the rest of the workspace passes around, in the vocabulary of the papers
-//! (question, attempt, oracle status, hardness, ...), plus [`template`], the pure `{{slot}}`
-//! filler that the repair and the interact prompts share.
+//! This crate has no opinion about models or databases: it names the things the rest of the
+//! workspace passes around, in the vocabulary of the papers (question, attempt, oracle status,
+//! hardness, ...), plus the small mechanisms every crate shares: [`template`] (the pure
+//! `{{slot}}` filler of the repair and interact prompts), [`fs`] (atomic writes and run-folder
+//! locks), [`hash`], [`parallel`] and [`optional`] (how test suites treat resources a machine
+//! may lack).
 
 #![warn(missing_docs)]
 
@@ -12,6 +14,7 @@ pub mod failure;
 pub mod fs;
 pub mod hash;
 pub mod model;
+pub mod optional;
 pub mod parallel;
 pub mod template;
 

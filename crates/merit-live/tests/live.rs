@@ -498,17 +498,12 @@ fn concurrent_asks_and_feedback_serialize_into_one_consistent_journal() {
 /// The PostgreSQL server of the replica test, or `None` (skipping loudly) when none is given
 /// and none is required.
 fn postgres_url() -> Option<String> {
-    match std::env::var("MERIT_TEST_POSTGRES_URL") {
-        Ok(url) if !url.trim().is_empty() => Some(url.trim().to_string()),
-        _ => {
-            assert!(
-                std::env::var("MERIT_REQUIRE_POSTGRES").as_deref() != Ok("1"),
-                "MERIT_REQUIRE_POSTGRES=1 but MERIT_TEST_POSTGRES_URL is not set"
-            );
-            eprintln!("\n=== SKIPPED: shared PostgreSQL journal (MERIT_TEST_POSTGRES_URL unset)\n");
-            None
-        }
-    }
+    merit_core::optional::from_env(
+        "MERIT_TEST_POSTGRES_URL",
+        "MERIT_REQUIRE_POSTGRES",
+        "the shared PostgreSQL journal test",
+        "run `bash scripts/setup-postgres.sh` and export the URL it prints as MERIT_TEST_POSTGRES_URL",
+    )
 }
 
 /// Issue 21, item 4: two replicas (two live memories, as two `merit serve` processes would

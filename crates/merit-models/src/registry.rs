@@ -462,6 +462,28 @@ pub fn ensure_model(
     ensure_model_with(spec, options, &sources, progress)
 }
 
+/// For test suites: the files of `name` when this machine has them (a user path or the
+/// cache; fetched only when `MERIT_REQUIRE_MODELS=1`), otherwise `None` after a loud skip line
+/// naming `what` (see [`merit_core::optional`]). A required model that cannot be had panics.
+pub fn model_for_tests(name: &str, what: &str) -> Option<ModelFiles> {
+    const REQUIRE: &str = "MERIT_REQUIRE_MODELS";
+    let options = PullOptions {
+        offline: !merit_core::optional::is_required(REQUIRE),
+        ..PullOptions::default()
+    };
+    match ensure_model(name, &options, &mut |_| {}) {
+        Ok(files) => Some(files),
+        Err(error) => {
+            merit_core::optional::missing(
+                REQUIRE,
+                &format!("{what} needs {name}: {error}"),
+                &format!("run `merit models pull {name}`"),
+            );
+            None
+        }
+    }
+}
+
 /// [`ensure_model`] with an explicit spec and explicit remote sources (tests use fakes).
 pub fn ensure_model_with(
     spec: &ModelSpec,

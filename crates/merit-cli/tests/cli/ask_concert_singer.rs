@@ -8,7 +8,7 @@
 //! (or fails).
 
 use merit_eval::{EvalConfig, Evaluator, Verdict};
-use merit_models::registry::{ensure_model, PullOptions, DEFAULT_CHAT_MODEL};
+use merit_models::registry::{model_for_tests, DEFAULT_CHAT_MODEL};
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -22,23 +22,10 @@ fn spider_databases() -> PathBuf {
 #[test]
 #[ignore = "needs the embedded chat model (merit models pull); run with --include-ignored, as CI does"]
 fn ask_answers_how_many_singers_with_a_correct_query() {
-    let required = std::env::var("MERIT_REQUIRE_MODELS").is_ok_and(|value| value == "1");
-    let options = PullOptions {
-        offline: !required,
-        ..PullOptions::default()
+    let Some(model) = model_for_tests(DEFAULT_CHAT_MODEL, "the `merit ask` test") else {
+        return;
     };
-    let model = match ensure_model(DEFAULT_CHAT_MODEL, &options, &mut |_| {}) {
-        Ok(files) => files.main_file().to_path_buf(),
-        Err(error) if required => panic!("MERIT_REQUIRE_MODELS=1 but: {error}"),
-        Err(error) => {
-            eprintln!(
-                "\n=== SKIPPED: `merit ask` test needs {DEFAULT_CHAT_MODEL}: {error}\n\
-                 === Run `merit models pull` or set MERIT_MODEL_PATH_QWEN2_5_CODER_0_5B_INSTRUCT; \
-                 MERIT_REQUIRE_MODELS=1 makes this a failure.\n"
-            );
-            return;
-        }
-    };
+    let model = model.main_file().to_path_buf();
     let databases = spider_databases();
     let output = Command::new(env!("CARGO_BIN_EXE_merit"))
         .arg("ask")

@@ -16,17 +16,12 @@ mod stand_in;
 mod web_page;
 
 /// The PostgreSQL server of the tests that need one (`MERIT_TEST_POSTGRES_URL`), or `None`
-/// after a loud skip line naming `what` when it is unset and `MERIT_REQUIRE_POSTGRES` is not 1.
+/// after a loud skip line naming `what` (see [`merit_core::optional`]).
 fn postgres_url(what: &str) -> Option<String> {
-    match std::env::var("MERIT_TEST_POSTGRES_URL") {
-        Ok(url) if !url.trim().is_empty() => Some(url.trim().to_string()),
-        _ => {
-            assert!(
-                std::env::var("MERIT_REQUIRE_POSTGRES").as_deref() != Ok("1"),
-                "MERIT_REQUIRE_POSTGRES=1 but MERIT_TEST_POSTGRES_URL is not set"
-            );
-            eprintln!("\n=== SKIPPED: {what} (MERIT_TEST_POSTGRES_URL unset)\n");
-            None
-        }
-    }
+    merit_core::optional::from_env(
+        "MERIT_TEST_POSTGRES_URL",
+        "MERIT_REQUIRE_POSTGRES",
+        what,
+        "run `bash scripts/setup-postgres.sh` and export the URL it prints as MERIT_TEST_POSTGRES_URL",
+    )
 }

@@ -13,20 +13,12 @@ const OTHER_KEY: &str = "mcp-other-tenant-key";
 /// The python of a virtual environment with the MCP SDK (`scripts/setup-mcp-client.sh`), or
 /// `None` (skipping loudly) when it is not given and not required.
 fn mcp_python() -> Option<String> {
-    match std::env::var("MERIT_MCP_PYTHON") {
-        Ok(python) if !python.trim().is_empty() => Some(python.trim().to_string()),
-        _ => {
-            assert!(
-                std::env::var("MERIT_REQUIRE_MCP").as_deref() != Ok("1"),
-                "MERIT_REQUIRE_MCP=1 but MERIT_MCP_PYTHON is not set"
-            );
-            eprintln!(
-                "\n=== SKIPPED: the MCP client test (MERIT_MCP_PYTHON unset; \
-                 MERIT_MCP_PYTHON=$(bash scripts/setup-mcp-client.sh | tail -n 1))\n"
-            );
-            None
-        }
-    }
+    merit_core::optional::from_env(
+        "MERIT_MCP_PYTHON",
+        "MERIT_REQUIRE_MCP",
+        "the MCP client test",
+        "MERIT_MCP_PYTHON=$(bash scripts/setup-mcp-client.sh | tail -n 1)",
+    )
 }
 
 fn client_script() -> PathBuf {

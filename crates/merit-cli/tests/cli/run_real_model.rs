@@ -7,7 +7,7 @@
 //! local cache). Without them the test is skipped with a loud message, unless
 //! `MERIT_REQUIRE_MODELS=1`, where they are fetched (or the test fails).
 
-use merit_models::registry::{ensure_model, PullOptions, DEFAULT_CHAT_MODEL, DEFAULT_EMBEDDER};
+use merit_models::registry::{model_for_tests, DEFAULT_CHAT_MODEL, DEFAULT_EMBEDDER};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -20,26 +20,13 @@ fn sample() -> PathBuf {
 
 /// The model files, or `None` (after a loud message) when they are absent and not required.
 fn models() -> Option<(PathBuf, PathBuf)> {
-    let required = std::env::var("MERIT_REQUIRE_MODELS").is_ok_and(|value| value == "1");
-    let options = PullOptions {
-        offline: !required,
-        ..PullOptions::default()
-    };
-    let mut files = Vec::new();
-    for name in [DEFAULT_CHAT_MODEL, DEFAULT_EMBEDDER] {
-        match ensure_model(name, &options, &mut |_| {}) {
-            Ok(pulled) => files.push(pulled.main_file().to_path_buf()),
-            Err(error) if required => panic!("MERIT_REQUIRE_MODELS=1 but {name}: {error}"),
-            Err(error) => {
-                eprintln!(
-                    "\n=== SKIPPED: the real-model `merit run` test needs {name}: {error}\n\
-                     === Run `merit models pull`; MERIT_REQUIRE_MODELS=1 makes this a failure.\n"
-                );
-                return None;
-            }
-        }
-    }
-    Some((files[0].clone(), files[1].clone()))
+    let what = "the real-model `merit run` test";
+    let chat = model_for_tests(DEFAULT_CHAT_MODEL, what)?;
+    let embedder = model_for_tests(DEFAULT_EMBEDDER, what)?;
+    Some((
+        chat.main_file().to_path_buf(),
+        embedder.main_file().to_path_buf(),
+    ))
 }
 
 fn merit_run(out: &Path, cache: &Path, chat_model: &Path) {

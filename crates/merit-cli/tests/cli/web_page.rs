@@ -25,13 +25,10 @@ fn chromedriver() -> Option<String> {
             .map(|_| "chromedriver".to_string())
     });
     if found.is_none() {
-        assert!(
-            std::env::var("MERIT_REQUIRE_BROWSER").as_deref() != Ok("1"),
-            "MERIT_REQUIRE_BROWSER=1 but no chromedriver (apt-get install chromium chromium-driver)"
-        );
-        eprintln!(
-            "\n=== SKIPPED: the web page's browser test (no chromedriver: \
-             apt-get install chromium chromium-driver)\n"
+        merit_core::optional::missing(
+            "MERIT_REQUIRE_BROWSER",
+            "the web page's browser test: no chromedriver",
+            "apt-get install chromium chromium-driver",
         );
     }
     found

@@ -20,25 +20,13 @@ use std::time::{Duration, Instant};
 
 /// The test server, or `None` (after a loud message) when none is configured.
 fn server() -> Option<PostgresServer> {
-    match std::env::var("MERIT_TEST_POSTGRES_URL") {
-        Ok(url) if !url.trim().is_empty() => {
-            Some(PostgresServer::new(url.trim()).expect("MERIT_TEST_POSTGRES_URL parses"))
-        }
-        _ => {
-            assert!(
-                std::env::var("MERIT_REQUIRE_POSTGRES").as_deref() != Ok("1"),
-                "MERIT_REQUIRE_POSTGRES=1 but MERIT_TEST_POSTGRES_URL is not set; \
-                 run scripts/setup-postgres.sh and export the URL it prints"
-            );
-            eprintln!(
-                "\n==================== SKIPPED: PostgreSQL tests ====================\n\
-                 MERIT_TEST_POSTGRES_URL is not set, so the PostgreSQL backend was NOT tested.\n\
-                 Run `bash scripts/setup-postgres.sh` and export the URL it prints.\n\
-                 ===================================================================\n"
-            );
-            None
-        }
-    }
+    let url = merit_core::optional::from_env(
+        "MERIT_TEST_POSTGRES_URL",
+        "MERIT_REQUIRE_POSTGRES",
+        "the PostgreSQL backend tests",
+        "run `bash scripts/setup-postgres.sh` and export the URL it prints as MERIT_TEST_POSTGRES_URL",
+    )?;
+    Some(PostgresServer::new(&url).expect("MERIT_TEST_POSTGRES_URL parses"))
 }
 
 /// The `alien` template, loaded once per test process (the loader is idempotent anyway).
@@ -324,11 +312,11 @@ print(json.dumps(out))
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         if stderr.contains("No module named 'psycopg2'") {
-            assert!(
-                std::env::var("MERIT_REQUIRE_POSTGRES").as_deref() != Ok("1"),
-                "psycopg2 is required with MERIT_REQUIRE_POSTGRES=1"
+            merit_core::optional::missing(
+                "MERIT_REQUIRE_POSTGRES",
+                "psycopg2 is missing, so values were not compared with Python",
+                "`bash scripts/setup-postgres.sh` installs it",
             );
-            eprintln!("SKIPPED: psycopg2 is missing; values were not compared with Python");
             return;
         }
         panic!("the psycopg2 probe failed: {stderr}");
@@ -491,11 +479,11 @@ fn management_tasks_run_their_python_tests_through_psycopg2() {
     let outcome = run("UPDATE observatories SET airtempc = 100 WHERE weathprofile = 'Clear'");
     match outcome {
         Err(InteractError::Harness { reason, .. }) if reason.contains("psycopg2") => {
-            assert!(
-                std::env::var("MERIT_REQUIRE_POSTGRES").as_deref() != Ok("1"),
-                "psycopg2 is required with MERIT_REQUIRE_POSTGRES=1: {reason}"
+            merit_core::optional::missing(
+                "MERIT_REQUIRE_POSTGRES",
+                &reason,
+                "`bash scripts/setup-postgres.sh` installs it",
             );
-            eprintln!("SKIPPED: {reason}");
             return;
         }
         Err(other) => panic!("{other}"),

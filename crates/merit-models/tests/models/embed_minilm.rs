@@ -7,36 +7,16 @@
 
 use merit_core::model::Embedder;
 use merit_models::embed::MiniLmEmbedder;
-use merit_models::registry::{ensure_model, PullOptions, DEFAULT_EMBEDDER};
+use merit_models::registry::{model_for_tests, DEFAULT_EMBEDDER};
 use std::sync::OnceLock;
-
-fn required() -> bool {
-    std::env::var("MERIT_REQUIRE_MODELS").is_ok_and(|value| value == "1")
-}
 
 /// The embedder, loaded once per test binary; `None` (after a loud message) when absent.
 fn embedder() -> Option<&'static MiniLmEmbedder> {
     static EMBEDDER: OnceLock<Option<MiniLmEmbedder>> = OnceLock::new();
     EMBEDDER
         .get_or_init(|| {
-            // Only a required run may download; otherwise look at the user path and the cache.
-            let options = PullOptions {
-                offline: !required(),
-                ..PullOptions::default()
-            };
-            match ensure_model(DEFAULT_EMBEDDER, &options, &mut |_| {}) {
-                Ok(files) => Some(MiniLmEmbedder::load(&files.dir).expect("load the embedder")),
-                Err(error) if required() => panic!("MERIT_REQUIRE_MODELS=1 but: {error}"),
-                Err(error) => {
-                    eprintln!(
-                        "\n=== SKIPPED: embedder tests need {DEFAULT_EMBEDDER}: {error}\n\
-                         === Run `merit models pull {DEFAULT_EMBEDDER}` or set \
-                         MERIT_MODEL_PATH_ALL_MINILM_L6_V2; MERIT_REQUIRE_MODELS=1 makes this \
-                         a failure.\n"
-                    );
-                    None
-                }
-            }
+            let files = model_for_tests(DEFAULT_EMBEDDER, "the embedder tests")?;
+            Some(MiniLmEmbedder::load(&files.dir).expect("load the embedder"))
         })
         .as_ref()
 }

@@ -7,36 +7,17 @@
 
 use merit_core::model::{ChatMessage, ChatModel, ChatRequest, Decoding, ModelError};
 use merit_models::llama::{LlamaChat, LlamaConfig};
-use merit_models::registry::{ensure_model, PullOptions, DEFAULT_CHAT_MODEL};
+use merit_models::registry::{model_for_tests, DEFAULT_CHAT_MODEL};
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
-
-fn required() -> bool {
-    std::env::var("MERIT_REQUIRE_MODELS").is_ok_and(|value| value == "1")
-}
 
 /// The default chat model's file, or `None` (after a loud message) when it is absent and not
 /// required. Shared with the batched-engine tests.
 pub(crate) fn model_file() -> Option<PathBuf> {
     static FILE: OnceLock<Option<PathBuf>> = OnceLock::new();
     FILE.get_or_init(|| {
-        let options = PullOptions {
-            offline: !required(),
-            ..PullOptions::default()
-        };
-        match ensure_model(DEFAULT_CHAT_MODEL, &options, &mut |_| {}) {
-            Ok(files) => Some(files.main_file().to_path_buf()),
-            Err(error) if required() => panic!("MERIT_REQUIRE_MODELS=1 but: {error}"),
-            Err(error) => {
-                eprintln!(
-                    "\n=== SKIPPED: llama.cpp tests need {DEFAULT_CHAT_MODEL}: {error}\n\
-                     === Run `merit models pull` or set \
-                     MERIT_MODEL_PATH_QWEN2_5_CODER_0_5B_INSTRUCT; MERIT_REQUIRE_MODELS=1 makes \
-                     this a failure.\n"
-                );
-                None
-            }
-        }
+        model_for_tests(DEFAULT_CHAT_MODEL, "the llama.cpp tests")
+            .map(|files| files.main_file().to_path_buf())
     })
     .clone()
 }

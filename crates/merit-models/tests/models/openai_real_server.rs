@@ -18,21 +18,13 @@ use std::time::{Duration, Instant};
 /// The version `scripts/setup-test-server.sh` builds by default.
 const SERVER_VERSION: &str = "0.3.36";
 
-fn required() -> bool {
-    std::env::var("MERIT_REQUIRE_REAL_SERVER").is_ok_and(|value| value == "1")
-}
-
-/// Skips loudly, or fails when the real server is required.
+/// Skips loudly, or fails when the real server is required (`MERIT_REQUIRE_REAL_SERVER=1`).
 fn skip(why: &str) {
-    if required() {
-        panic!("MERIT_REQUIRE_REAL_SERVER=1 but {why}");
-    }
-    eprintln!();
-    eprintln!("!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
-    eprintln!("SKIPPED: OpenAI client test against a real llama-server: {why}");
-    eprintln!("Run scripts/setup-test-server.sh and `merit models pull` to enable it.");
-    eprintln!("!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
-    eprintln!();
+    merit_core::optional::missing(
+        "MERIT_REQUIRE_REAL_SERVER",
+        &format!("the OpenAI client test against a real llama-server: {why}"),
+        "run scripts/setup-test-server.sh and `merit models pull`",
+    );
 }
 
 /// Where the server binary is: `MERIT_LLAMA_SERVER`, the setup script's cache, or `PATH`.
@@ -172,7 +164,7 @@ fn real_llama_server_chat_and_embeddings() {
     };
     // Pull the model only when the test is required; otherwise use it if it is already there.
     let options = PullOptions {
-        offline: !required(),
+        offline: !merit_core::optional::is_required("MERIT_REQUIRE_REAL_SERVER"),
         ..PullOptions::default()
     };
     let model = match ensure_model(DEFAULT_CHAT_MODEL, &options, &mut |_| {}) {

