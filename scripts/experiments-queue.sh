@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Every long experiment still open, one after another, so that one command keeps the machine's
+# cores on them across sessions. Each step is itself resumable (see each script), so after a
+# kill the queue is simply started again and skips what is finished:
+#
+#   setsid nohup scripts/experiments-queue.sh >> runs/queue.log 2>&1 &
+#
+# Steps (STEPS, in this order by default):
+#   repair    scripts/repair-dev-run.sh        issue 16: the Spider dev repair run (pins its own binary)
+#   live      scripts/live-dev-run.sh          issue 20: the live-mode experiment's arms
+#   interact  scripts/interact-experiments.sh  issue 18: task sets at 60, main arms, baselines, Pass@k
+#   fuzz      every fuzz target until it has FUZZ_SECONDS of fuzzing in all (issue 22), logged
+#             to docs/results/fuzz/runs.tsv (date, target, seconds fuzzing, inputs run, exit
+#             status; the build is not counted)
+# The live experiment comes before interact because it is a few hours and closes its issue,
+# where the interact experiments are tens of hours on two cores.
+#
+# The model steps run a copy of the release build pinned in runs/queue/merit when the queue
+# first starts (the same reason as the dev run's pin: target/release may be rebuilt while the
+# queue lasts, and a resumed step must run the code it started with). Remove the copy to pin a
+# newer build for steps not yet started.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+STEPS=${STEPS:-repair live interact fuzz}
+PIN=${PIN:-runs/queue/merit}
+FUZZ_SECONDS=${FUZZ_SECONDS:-1800}
+FUZZ_LOG=${FUZZ_LOG:-docs/results/fuzz/runs.tsv}
+FUZZ_TARGETS=${FUZZ_TARGETS:-extract_sql spider_sql interact_action episode_log interact_log model_json task_file generated_tasks prm_annotations live_journal serve_config reply_cache openai_reply serve_request}
+
+if [ ! -x "$PIN" ]; then
+  mkdir -p "$(dirname "$PIN")"
+  cp target/release/merit "$PIN"
+fi
+
+# Seconds target $1 has run so far, from the fuzz log.
+fuzzed() {
+  if [ -f "$FUZZ_LOG" ]; then
+    awk -F'\t' -v t="$1" '$2 == t { s += $3 } END { print s + 0 }' "$FUZZ_LOG"
+  else
+    echo 0
+  fi
+}
+
+fuzz_all() {
+  mkdir -p "$(dirname "$FUZZ_LOG")"
+  [ -f "$FUZZ_LOG" ] || printf 'date\ttarget\tseconds\tinputs\texit\n' > "$FUZZ_LOG"
+  for target in $FUZZ_TARGETS; do
+    local have left started status output inputs
+    have=$(fuzzed "$target")
+    left=$((FUZZ_SECONDS - have))
+    [ "$left" -le 0 ] && continue
+    echo "== $(date -u +%FT%TZ) fuzz $target for ${left}s (${have}s so far)"
+    (cd fuzz && cargo +nightly fuzz build "$target")
+    output=$(mktemp)
+    started=$SECONDS
+    status=0
+    scripts/fuzz.sh "$target" "$left" 2>&1 | tee "$output" || status=${PIPESTATUS[0]}
+    # libFuzzer's closing line: "Done N runs in S second(s)".
+    inputs=$(sed -n 's/^Done \([0-9]*\) runs in.*/\1/p' "$output" | tail -n 1)
+    rm -f "$output"
+    # Only time actually spent is logged (append-only; a kill loses at most this run's line).
+    printf '%s\t%s\t%s\t%s\t%s\n' "$(date -u +%F)" "$target" "$((SECONDS - started))" \
+      "${inputs:-?}" "$status" >> "$FUZZ_LOG"
+    if [ "$status" -ne 0 ]; then
+      echo "fuzz $target exited $status: see fuzz/artifacts/$target/" >&2
+    fi
+  done
+}
+
+for step in $STEPS; do
+  echo "== $(date -u +%FT%TZ) queue: $step"
+  case $step in
+    repair) scripts/repair-dev-run.sh ;;
+    live) MERIT=$PIN scripts/live-dev-run.sh ;;
+    interact) MERIT=$PIN scripts/interact-experiments.sh ;;
+    fuzz) fuzz_all ;;
+    *) echo "unknown step $step" >&2; exit 2 ;;
+  esac
+done
+echo "== $(date -u +%FT%TZ) queue: done"
