@@ -7,13 +7,13 @@
 #
 # Steps (STEPS, in this order by default):
 #   repair    scripts/repair-dev-run.sh        issue 16: the Spider dev repair run (pins its own binary)
-#   live      scripts/live-dev-run.sh          issue 20: the live-mode experiment's arms
 #   interact  scripts/interact-experiments.sh  issue 18: task sets at 60, main arms, baselines, Pass@k
+#   live      scripts/live-dev-run.sh          issue 20: the live-mode experiment's arms
 #   fuzz      every fuzz target until it has FUZZ_SECONDS of fuzzing in all (issue 22), logged
 #             to docs/results/fuzz/runs.tsv (date, target, seconds fuzzing, inputs run, exit
 #             status; the build is not counted)
-# The live experiment comes before interact because it is a few hours and closes its issue,
-# where the interact experiments are tens of hours on two cores.
+# The order is the issues' order of importance. The interact experiments are tens of hours on
+# two cores and the live experiment a few; `STEPS="live interact fuzz"` puts the short one first.
 #
 # The model steps run a copy of the release build pinned in runs/queue/merit when the queue
 # first starts (the same reason as the dev run's pin: target/release may be rebuilt while the
@@ -22,7 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-STEPS=${STEPS:-repair live interact fuzz}
+STEPS=${STEPS:-repair interact live fuzz}
 PIN=${PIN:-runs/queue/merit}
 FUZZ_SECONDS=${FUZZ_SECONDS:-1800}
 FUZZ_LOG=${FUZZ_LOG:-docs/results/fuzz/runs.tsv}
