@@ -19,6 +19,9 @@
 # first starts (the same reason as the dev run's pin: target/release may be rebuilt while the
 # queue lasts, and a resumed step must run the code it started with). Remove the copy to pin a
 # newer build for steps not yet started.
+#
+# Stop the queue before editing this file: bash reads a script as it runs it, so an edit under
+# a running queue can make it execute half a line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
