@@ -29,7 +29,8 @@ STEPS=${STEPS:-repair interact live fuzz}
 PIN=${PIN:-runs/queue/merit}
 FUZZ_SECONDS=${FUZZ_SECONDS:-1800}
 FUZZ_LOG=${FUZZ_LOG:-docs/results/fuzz/runs.tsv}
-FUZZ_TARGETS=${FUZZ_TARGETS:-extract_sql spider_sql interact_action episode_log interact_log model_json task_file generated_tasks prm_annotations live_journal serve_config reply_cache openai_reply serve_request}
+# Every target of the fuzz project unless named.
+FUZZ_TARGETS=${FUZZ_TARGETS:-$(cd fuzz && cargo +nightly fuzz list)}
 
 if [ ! -x "$PIN" ]; then
   mkdir -p "$(dirname "$PIN")"
