@@ -10,7 +10,7 @@
 # Needs a nightly toolchain and `cargo install cargo-fuzz`. Targets: extract_sql, spider_sql,
 # interact_action, episode_log, interact_log, model_json, task_file, generated_tasks,
 # prm_annotations, live_journal, serve_config, reply_cache, openai_reply, serve_request,
-# memory_store, metafiles
+# memory_store, metafiles, dataset
 # (`cargo +nightly fuzz list` in fuzz/).
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
