@@ -108,17 +108,17 @@ pub struct LlamaConfig {
     /// `merit bench models`. Sampled requests (`temperature > 0`) never use it. Can also be
     /// switched at run time with [`LlamaChat::set_prompt_lookup`].
     pub prompt_lookup: Option<PromptLookup>,
-    /// KV caches kept side by side (default 1, at most [`MAX_CACHE_SLOTS`]). Each call goes
-    /// to the cache sharing the longest prefix with its prompt, so callers that alternate
-    /// between conversations (an agent and the user simulator it asks, on one model) each
-    /// keep their own prefix instead of evicting each other's. Each slot is a whole context:
-    /// memory grows by one KV cache of `context_size` tokens per slot.
+    /// KV caches kept side by side for each caller (default 1, at most [`MAX_CACHE_SLOTS`]).
+    /// Each call goes to the cache sharing the longest prefix with its prompt, so a caller
+    /// that alternates between conversations (an agent and the user simulator it asks, on
+    /// one model) keeps each one's prefix instead of evicting it. Each slot is a whole
+    /// context: memory grows by one KV cache of `context_size` tokens per slot.
     pub cache_slots: usize,
     /// Conversations decoded together (default 1, at most [`MAX_PARALLEL`]). Above 1, calls
-    /// from concurrent callers are batched: one context holds a KV sequence per conversation
-    /// (`max(parallel, cache_slots)` of them, each with its own `context_size` window and its
-    /// own prefix reuse), and every model step decodes the next token of each conversation
-    /// in flight together (see "Threads" in the module docs). On a CPU a step for several
+    /// from concurrent callers are batched: one context holds `parallel × cache_slots` KV
+    /// sequences (each caller's slots; every sequence has its own `context_size` window and
+    /// its own prefix reuse), and every model step decodes the next token of each
+    /// conversation in flight together (see "Threads" in the module docs). On a CPU a step for several
     /// conversations costs little more than a step for one, so the calls of concurrent
     /// streams finish sooner in total. Replies can differ from one-at-a-time decoding where
     /// batched arithmetic rounds a near-tie the other way; prompt lookup is not used.

@@ -11,9 +11,11 @@
 //! its reply ends, so a long reply never holds the others back.
 //!
 //! Each sequence keeps the tokens of its last conversation in the KV cache, and a new call goes
-//! to the free sequence sharing the longest prefix with its prompt (the least recently used one
-//! when none shares [`MIN_SLOT_MATCH`] tokens): a stream that sends its next repair prompt
-//! usually finds its previous one still cached, as with the one-at-a-time engine's slots.
+//! to the free sequence whose cache its prompt continues (at least [`MIN_SLOT_MATCH`] tokens
+//! shared, at most [`MAX_TAIL_DROPPED`] cached tokens past them), else to the least recently
+//! used free one: a stream that sends its next prompt usually finds its previous one still
+//! cached, as with the one-at-a-time engine's slots, and a conversation that only opens like
+//! another does not cut that one's cache back.
 //!
 //! Prefixes are shared across sequences too. Concurrent streams of one experiment send
 //! prompts that open alike (the instructions, the schema, the question), and on a CPU
@@ -52,6 +54,11 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::Instant;
+
+/// At most this many cached tokens may be dropped when a new call reuses a sequence in place:
+/// enough for a stop string cut from a reply, or a reply end that tokenises differently once
+/// it is part of the next prompt; more means the sequence holds another conversation.
+const MAX_TAIL_DROPPED: usize = 32;
 
 /// Where an answer goes back to its caller.
 type ReplyTo = mpsc::Sender<Result<(ChatReply, CallStats), ModelError>>;
@@ -135,7 +142,10 @@ impl<'m> BatchedEngine<'m> {
         config: &LlamaConfig,
     ) -> Result<BatchedEngine<'m>, ModelError> {
         let backend = super::backend()?;
-        let sequences = config.parallel.max(config.cache_slots);
+        // Every caller alternates between as many conversations as it has slots (an agent and
+        // its simulator): with fewer sequences than that, callers would evict each other's
+        // prefixes at every turn and re-read whole conversations.
+        let sequences = config.parallel * config.cache_slots;
         let threads = i32::try_from(config.threads).unwrap_or(i32::MAX);
         let sequence_count = u32::try_from(sequences).unwrap_or(u32::MAX);
         // Each sequence gets a window of its own (llama.cpp splits the context evenly unless
@@ -436,9 +446,17 @@ impl<'m> BatchedEngine<'m> {
         true
     }
 
-    /// The free sequence sharing the longest prefix with `tokens` (ties: the lower id), or,
-    /// when none shares at least [`MIN_SLOT_MATCH`] tokens (or reuse is off), the least
-    /// recently used free one (ties: the lower id). Depends only on the calls so far.
+    /// The free sequence holding the longest prefix of `tokens` (ties: the lower id), when it
+    /// shares at least [`MIN_SLOT_MATCH`] tokens and keeping only those drops at most
+    /// [`MAX_TAIL_DROPPED`] of what it holds; otherwise (or with reuse off) the least recently
+    /// used free one (ties: the lower id). Depends only on the calls so far.
+    ///
+    /// The tail rule tells a conversation's own earlier call (its next prompt extends it; at
+    /// most a stop string or a re-tokenised reply end differs) from another conversation that
+    /// merely opens alike (the same instructions and schema, then another task): cutting that
+    /// one back to the common opening would make its next turn re-read everything after it.
+    /// The new call takes the least recently used sequence instead, and [`Self::place`] copies
+    /// the common opening into it.
     fn choose_sequence(&self, tokens: &[LlamaToken], reuse: bool) -> usize {
         let free = || {
             self.sequences
@@ -448,12 +466,16 @@ impl<'m> BatchedEngine<'m> {
         };
         if reuse {
             let best = free()
-                .map(|(index, sequence)| (common_prefix(&sequence.cached, tokens), index))
-                .max_by_key(|&(shared, index)| (shared, std::cmp::Reverse(index)));
-            if let Some((shared, index)) = best {
-                if shared >= MIN_SLOT_MATCH {
-                    return index;
-                }
+                .map(|(index, sequence)| {
+                    let shared = common_prefix(&sequence.cached, tokens);
+                    (shared, sequence.cached.len() - shared, index)
+                })
+                .filter(|&(shared, dropped, _)| {
+                    shared >= MIN_SLOT_MATCH && dropped <= MAX_TAIL_DROPPED
+                })
+                .max_by_key(|&(shared, _, index)| (shared, std::cmp::Reverse(index)));
+            if let Some((_, _, index)) = best {
+                return index;
             }
         }
         free()

@@ -146,6 +146,47 @@ fn each_conversation_keeps_its_prefix_in_its_own_sequence() {
     );
 }
 
+/// Each caller gets its own cache slots: with two callers that each alternate between two
+/// conversations (an agent and its user simulator), all four keep their prefixes, so both
+/// agents' follow-ups reuse their openings after both simulators spoke.
+#[test]
+#[ignore = "needs the embedded chat model (merit models pull); run with --include-ignored, as CI does"]
+fn every_caller_keeps_a_prefix_per_cache_slot() {
+    let Some(file) = model_file() else { return };
+    let chat =
+        LlamaChat::load(LlamaConfig::new(file).with_parallel(2).with_cache_slots(2)).expect("load");
+    let openings = [ask(QUESTIONS[1]), ask(QUESTIONS[2])];
+    let mut follow_ups = Vec::new();
+    for opening in &openings {
+        let (reply, stats) = chat.chat_with_stats(opening).expect("opening");
+        let mut follow_up = opening.clone();
+        follow_up.messages.push(ChatMessage::assistant(reply.text));
+        follow_up
+            .messages
+            .push(ChatMessage::user("Now only the ones younger than 30."));
+        follow_ups.push((follow_up, stats.prompt_tokens));
+    }
+    for topic in ["retired singers", "stadiums without concerts"] {
+        let simulator = request(
+            &format!(
+                "You play a user. Answer the assistant's question in one short sentence: \
+                 should {topic} count?"
+            ),
+            16,
+        );
+        chat.chat_with_stats(&simulator).expect("simulator");
+    }
+    // The whole opening prompt is still cached (an evicted one would leave at most the chat
+    // template's first tokens, which every conversation shares).
+    for (follow_up, opening_tokens) in &follow_ups {
+        let (_, stats) = chat.chat_with_stats(follow_up).expect("follow-up");
+        assert!(
+            stats.reused_tokens >= *opening_tokens,
+            "{opening_tokens} {stats:?}"
+        );
+    }
+}
+
 /// Stop strings, token limits and grammars hold per conversation, and a call that cannot be
 /// served (a prompt beyond the window, a broken grammar) is refused while the calls beside it
 /// are answered.
