@@ -7,11 +7,9 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|bytes: &[u8]| {
-    let Some((length, rest)) = bytes.split_first_chunk::<2>() else {
+    let Some((tables, other)) = merit_fuzz::split_by_length(bytes) else {
         return;
     };
-    let at = usize::from(u16::from_le_bytes(*length)).min(rest.len());
-    let (tables, other) = rest.split_at(at);
     let dir = tempfile::tempdir().expect("a temporary folder");
     let tables_path = dir.path().join("tables.json");
     let other_path = dir.path().join("dev.json");

@@ -6,11 +6,9 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|bytes: &[u8]| {
-    let Some((length, rest)) = bytes.split_first_chunk::<2>() else {
+    let Some((positive, negative)) = merit_fuzz::split_by_length(bytes) else {
         return;
     };
-    let at = usize::from(u16::from_le_bytes(*length)).min(rest.len());
-    let (positive, negative) = rest.split_at(at);
     let dir = tempfile::tempdir().expect("a temporary folder");
     std::fs::write(dir.path().join("positive.jsonl"), positive).expect("the pool is written");
     std::fs::write(dir.path().join("negative.jsonl"), negative).expect("the pool is written");

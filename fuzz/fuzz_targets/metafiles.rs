@@ -1,20 +1,19 @@
 //! A database's interact metafiles (`{db}_schema.txt`, `{db}_column_meaning_base.json`,
 //! `{db}_kb.jsonl`) as `merit interact run` loads them, then the lookups the agent's tools make:
 //! any bytes give metadata or an error naming the file, never a panic. The input is cut in
-//! three: two little-endian u16 lengths (schema, column meanings), then the three parts, the
-//! knowledge base last.
+//! three with [`merit_fuzz::split_by_length`]: the schema, then (from the rest) the column
+//! meanings, then the knowledge base.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use std::collections::BTreeSet;
 
 fuzz_target!(|bytes: &[u8]| {
-    let Some((lengths, rest)) = bytes.split_first_chunk::<4>() else {
+    let Some((schema, rest)) = merit_fuzz::split_by_length(bytes) else {
         return;
     };
-    let schema_len = usize::from(u16::from_le_bytes([lengths[0], lengths[1]])).min(rest.len());
-    let (schema, rest) = rest.split_at(schema_len);
-    let meanings_len = usize::from(u16::from_le_bytes([lengths[2], lengths[3]])).min(rest.len());
-    let (meanings, knowledge) = rest.split_at(meanings_len);
+    let Some((meanings, knowledge)) = merit_fuzz::split_by_length(rest) else {
+        return;
+    };
     let dir = tempfile::tempdir().expect("a temporary folder");
     for (file, part) in [
         ("db_schema.txt", schema),
