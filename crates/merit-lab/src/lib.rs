@@ -19,6 +19,7 @@ pub mod experiment;
 pub mod interact;
 pub mod jsonl;
 pub mod live;
+pub mod memory_use;
 pub mod metrics;
 pub mod plots;
 pub mod report;

@@ -3,6 +3,7 @@
 //! Everything here is a pure function of the records (no clock, no hash order), so the same
 //! records always give byte-identical Markdown, JSON and SVG.
 
+use crate::memory_use::{memory_use, run_memory_use, MemoryUse};
 use crate::metrics::{run_metrics, RunMetrics};
 use crate::stats::{mean_and_sample_sd, paired_cluster_bootstrap, PairedDifference};
 use merit_core::episode::EpisodeRecord;
@@ -80,6 +81,9 @@ pub struct Report {
     /// are shared by every method and seed), most frequent first; the composition half of the
     /// paper's Table 5.
     pub initial_failures: Vec<FailureShare>,
+    /// What each memory method's retrievals supplied to its repair steps (Table 6; empty
+    /// without a memory method).
+    pub memory_use: Vec<MemoryUse>,
     /// Problems found in the records (e.g. a method missing a seed), reported not hidden.
     pub warnings: Vec<String>,
 }
@@ -197,8 +201,14 @@ pub fn build_report(episodes: &[EpisodeRecord]) -> Report {
     method_names.sort_by_key(|m| method_rank(m));
     let mut matrices = BTreeMap::new();
     let mut methods = Vec::new();
+    let mut memory = Vec::new();
     for method in &method_names {
         let runs = &grouped[method];
+        let uses: Vec<_> = runs
+            .values()
+            .filter_map(|run| run_memory_use(run))
+            .collect();
+        memory.extend(memory_use(method, &uses));
         let seeds: Vec<u64> = runs.keys().copied().collect();
         if seeds.iter().copied().collect::<BTreeSet<_>>() != all_seeds {
             warnings.push(format!(
@@ -279,6 +289,7 @@ pub fn build_report(episodes: &[EpisodeRecord]) -> Report {
         methods,
         comparisons,
         initial_failures: initial_failure_composition(episodes),
+        memory_use: memory,
         warnings,
     }
 }
@@ -410,6 +421,45 @@ pub fn render_markdown(report: &Report) -> String {
             out,
             "\nThe classifier's accuracy against reference labels (the rest of Table 5) is \
              `merit classify --validate`."
+        );
+    }
+    if !report.memory_use.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n## Table 6 (memory use): what the retrievals put in front of repair steps \
+             (means over seeds)\n"
+        );
+        let _ = writeln!(
+            out,
+            "| Method | Written + / − | Repair steps | With a positive % | Of the repaired type % \
+             | From the same database % | Correct with a positive % | Correct without % |"
+        );
+        let _ = writeln!(out, "| --- | --- | --- | --- | --- | --- | --- | --- |");
+        let rate = |value: Option<f64>| value.map_or("–".to_string(), |v| format!("{v:.1}"));
+        for m in &report.memory_use {
+            let _ = writeln!(
+                out,
+                "| {} | {:.1} / {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {} |",
+                m.method,
+                m.positive_written_mean,
+                m.negative_written_mean,
+                m.repair_steps_mean,
+                m.with_positive_pct,
+                m.with_typed_positive_pct,
+                m.with_same_database_positive_pct,
+                rate(m.correct_with_positive_pct),
+                rate(m.correct_without_positive_pct)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\nRead from the logs: a memory is positive when the episode that wrote it was \
+             repaired; its type is that of the attempt its transition starts from. A step counts \
+             as \"with a positive\" when one was among its retrieved precedents, \"of the \
+             repaired type\" when one had the failure type of the attempt being repaired. The \
+             two correct rates (pooled over seeds) describe different steps (those with a \
+             positive come later in the stream), so their difference is not an effect of \
+             memory; Table 2 measures that."
         );
     }
     let _ = writeln!(
