@@ -6,14 +6,20 @@
 #   setsid nohup scripts/experiments-queue.sh >> runs/queue.log 2>&1 &
 #
 # Steps (STEPS, in this order by default):
-#   repair    scripts/repair-dev-run.sh        issue 16: the Spider dev repair run (pins its own binary)
-#   interact  scripts/interact-experiments.sh  issue 18: task sets at 60, main arms, baselines, Pass@k
-#   live      scripts/live-dev-run.sh          issue 20: the live-mode experiment's arms
-#   fuzz      every fuzz target until it has FUZZ_SECONDS of fuzzing in all (issue 22), logged
-#             to docs/results/fuzz/runs.tsv (date, target, seconds fuzzing, inputs run, exit
-#             status; the build is not counted)
-# The order is the issues' order of importance. The interact experiments are tens of hours on
-# two cores and the live experiment a few; `STEPS="live interact fuzz"` puts the short one first.
+#   repair         scripts/repair-dev-run.sh        issue 16: the Spider dev repair run (pins its own binary)
+#   interact-main  scripts/interact-experiments.sh  issue 18, what it asks for: task sets at 60, the
+#                  main arms, the selectors, the baselines and Pass@k (STOP_AFTER=passk)
+#   live           scripts/live-dev-run.sh          issue 20: the live-mode experiment's arms
+#   fuzz           every fuzz target until it has FUZZ_SECONDS of fuzzing in all (issue 22), logged
+#                  to docs/results/fuzz/runs.tsv (date, target, seconds fuzzing, inputs run, exit
+#                  status; the build is not counted)
+#   interact-rest  scripts/interact-experiments.sh to its end: the earlier ablations, retention
+#                  and retrieval-size arms regenerated at 60 tasks (what is done is skipped)
+#   interact       (not in the default) the whole interact script at once
+# The order is the issues' order of importance, except that the interact ablations, which
+# regenerate earlier side tables rather than close anything, wait until the live experiment
+# and the fuzzing (a few hours each) are done: the interact experiments are tens of hours
+# on two cores.
 #
 # The model steps run a copy of the release build pinned in runs/queue/merit when the queue
 # first starts (the same reason as the dev run's pin: target/release may be rebuilt while the
@@ -25,7 +31,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-STEPS=${STEPS:-repair interact live fuzz}
+STEPS=${STEPS:-repair interact-main live fuzz interact-rest}
 PIN=${PIN:-runs/queue/merit}
 FUZZ_SECONDS=${FUZZ_SECONDS:-1800}
 FUZZ_LOG=${FUZZ_LOG:-docs/results/fuzz/runs.tsv}
@@ -77,7 +83,8 @@ for step in $STEPS; do
   case $step in
     repair) scripts/repair-dev-run.sh ;;
     live) MERIT=$PIN scripts/live-dev-run.sh ;;
-    interact) MERIT=$PIN scripts/interact-experiments.sh ;;
+    interact-main) STOP_AFTER=passk MERIT=$PIN scripts/interact-experiments.sh ;;
+    interact | interact-rest) MERIT=$PIN scripts/interact-experiments.sh ;;
     fuzz) fuzz_all ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac

@@ -65,7 +65,7 @@ EVAL_SEEDS=${EVAL_SEEDS:-200}
 PRM_PAIRS=${PRM_PAIRS:-300}
 RUNS=${RUNS:-runs/interact}
 RESULTS=${RESULTS:-docs/results/interact}
-STOP_AFTER=${STOP_AFTER:-all}   # gen | baseline | memory | learn | counterfactual | all
+STOP_AFTER=${STOP_AFTER:-all}   # gen | baseline | memory | learn | counterfactual | passk | all
 # The agent's budget in every run, rollout and fork. 20 model calls is the BIRD-Interact
 # reference CLI's default (its scripts use 60): the small embedded model rarely submits, and
 # each further turn re-reads a growing conversation on the CPU. Observations are cut in the
@@ -223,6 +223,12 @@ for arm in $PASS_K_ARMS; do
   record "$RESULTS/pass-at-k-$arm.md" "$MERIT" interact report --pass-at-k "${tries[@]}"
   arms+=("${tries[@]}")
 done
+
+# What issue 18 asks for ends here: the comparison of every arm so far (rewritten with the
+# ablations below when they run).
+step "report: main arms, baselines and Pass@k"
+record "$RESULTS/memory-vs-none.md" "$MERIT" interact report --baseline "$RUNS/eval-none" "${arms[@]}"
+[ "$STOP_AFTER" = passk ] && exit 0
 
 step "ablations and retention"
 for arm in $LATER_ARMS; do eval_arm "$arm"; done
