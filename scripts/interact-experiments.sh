@@ -56,8 +56,9 @@ EPISODE_BATCH=${EPISODE_BATCH:-8}
 # The frozen turn of the counterfactual (the paper's 7; the small model's episodes are short).
 FORK_TURN=${FORK_TURN:-3}
 # Logged evaluation episodes forked (the first N that reach FORK_TURN); empty: all. Each fork
-# is the rest of an episode, once per arm (none, BM25, cosine, learned).
-FORK_LIMIT=${FORK_LIMIT:-}
+# is the rest of an episode, once per arm (none, BM25, cosine, learned): 24, as in the
+# committed table, is about two hours here, all sixty about five.
+FORK_LIMIT=${FORK_LIMIT:-24}
 # Issue 18: at least 60 tasks a split, so paired comparisons can resolve something; the sets
 # grow from the committed ones (generation appends), now with Management tasks, phase-2
 # follow-ups and knowledge-base entries (GEN_OPTS).
