@@ -35,8 +35,9 @@ STEPS=${STEPS:-repair interact-main live fuzz interact-rest}
 PIN=${PIN:-runs/queue/merit}
 FUZZ_SECONDS=${FUZZ_SECONDS:-1800}
 FUZZ_LOG=${FUZZ_LOG:-docs/results/fuzz/runs.tsv}
-# Every target of the fuzz project unless named.
-FUZZ_TARGETS=${FUZZ_TARGETS:-$(cd fuzz && cargo +nightly fuzz list)}
+# Every target of the fuzz project unless named (listed when the fuzz step starts, so a
+# machine without the nightly toolchain can still run the other steps).
+FUZZ_TARGETS=${FUZZ_TARGETS:-}
 
 if [ ! -x "$PIN" ]; then
   mkdir -p "$(dirname "$PIN")"
@@ -55,7 +56,9 @@ fuzzed() {
 fuzz_all() {
   mkdir -p "$(dirname "$FUZZ_LOG")"
   [ -f "$FUZZ_LOG" ] || printf 'date\ttarget\tseconds\tinputs\texit\n' > "$FUZZ_LOG"
-  for target in $FUZZ_TARGETS; do
+  local targets=$FUZZ_TARGETS
+  [ -n "$targets" ] || targets=$(cd fuzz && cargo +nightly fuzz list)
+  for target in $targets; do
     local have left started status output inputs
     have=$(fuzzed "$target")
     left=$((FUZZ_SECONDS - have))
