@@ -66,6 +66,11 @@ pub fn run_memory_use(episodes: &[&EpisodeRecord]) -> Option<RunMemoryUse> {
         let Some(id) = &episode.memory_written else {
             continue;
         };
+        // A later episode can name an entry that already exists (a duplicate transition folded
+        // into it): the entry is what its first writer made.
+        if written.contains_key(id.as_str()) {
+            continue;
+        }
         let positive = episode.finally_correct() && !episode.initially_correct();
         if positive {
             result.positive_written += 1;
