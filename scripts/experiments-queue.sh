@@ -26,6 +26,10 @@
 # queue lasts, and a resumed step must run the code it started with). Remove the copy to pin a
 # newer build for steps not yet started.
 #
+# The queue restores runs/ from checkpoints/runs.tar.gz when it starts (where runs/ lacks a
+# file) and saves it there every CHECKPOINT_MINUTES while it runs (scripts/checkpoint.sh):
+# commit that archive before a session ends, so a new machine goes on where this one stopped.
+#
 # Stop the queue before editing this file: bash reads a script as it runs it, so an edit under
 # a running queue can make it execute half a line.
 set -euo pipefail
@@ -38,6 +42,17 @@ FUZZ_LOG=${FUZZ_LOG:-docs/results/fuzz/runs.tsv}
 # Every target of the fuzz project unless named (listed when the fuzz step starts, so a
 # machine without the nightly toolchain can still run the other steps).
 FUZZ_TARGETS=${FUZZ_TARGETS:-}
+
+CHECKPOINT_MINUTES=${CHECKPOINT_MINUTES:-15}
+
+scripts/checkpoint.sh restore
+(
+  while sleep $((CHECKPOINT_MINUTES * 60)); do
+    scripts/checkpoint.sh save || true
+  done
+) &
+checkpointer=$!
+trap 'kill $checkpointer 2>/dev/null || true; scripts/checkpoint.sh save || true' EXIT
 
 if [ ! -x "$PIN" ]; then
   mkdir -p "$(dirname "$PIN")"

@@ -19,7 +19,7 @@ LIMIT=${LIMIT:-300}
 K=${K:-7}
 SEEDS=${SEEDS:-0,1,2}
 RUNS=${RUNS:-runs/repair-dev}
-# The binary the run started with, pinned in the run folder (copied there on 2026-12-02), so a
+# The binary the run started with, pinned in the run folder, so a
 # rebuild of target/release while the run lasts (it spans many sessions) cannot change the
 # code under a resumed run; a fresh run pins the release build it starts with.
 if [ -z "${MERIT:-}" ]; then
@@ -41,7 +41,9 @@ CHOSEN=${CHOSEN:---layout fresh --repeat-guard --hints schema,values --grammar}
 # ~120 failing episodes spends all K = 7 calls of the 1.5B model (~1.5 h a stream on two
 # cores), and it is there as the reference point beside the chosen configuration, whose
 # three seeds carry the paired comparison.
-PLAN=${PLAN:-chosen:iterative,dynamic-rag,merit paper:iterative,merit:0}
+# MERIT runs before Dynamic-RAG: streams run one after another in method order, and
+# Iterative against MERIT is the comparison the run is for, so it is complete first.
+PLAN=${PLAN:-chosen:iterative,merit,dynamic-rag paper:iterative,merit:0}
 
 mkdir -p "$RUNS" "$RESULTS"
 for entry in $PLAN; do
