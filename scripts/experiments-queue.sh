@@ -30,8 +30,9 @@
 # file) and saves it there every CHECKPOINT_MINUTES while it runs (scripts/checkpoint.sh):
 # commit that archive before a session ends, so a new machine goes on where this one stopped.
 #
-# Stop the queue before editing this file: bash reads a script as it runs it, so an edit under
-# a running queue can make it execute half a line.
+# Stop the queue before editing this file in place: bash reads a script as it runs it, so an
+# edit under a running queue can make it execute half a line. (Writing a new file and renaming
+# it over this one is safe: the running queue keeps reading the old one.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -71,6 +72,12 @@ fuzzed() {
 fuzz_all() {
   mkdir -p "$(dirname "$FUZZ_LOG")"
   [ -f "$FUZZ_LOG" ] || printf 'date\ttarget\tseconds\tinputs\texit\n' > "$FUZZ_LOG"
+  # A fresh machine has the nightly toolchain but not cargo-fuzz; without either the step is
+  # skipped with a message rather than ending the queue before the steps after it.
+  if ! cargo +nightly fuzz --version > /dev/null 2>&1 && ! cargo install --locked cargo-fuzz; then
+    echo "fuzz: no nightly toolchain or cargo-fuzz could not be installed; step skipped" >&2
+    return 0
+  fi
   local targets=$FUZZ_TARGETS
   [ -n "$targets" ] || targets=$(cd fuzz && cargo +nightly fuzz list)
   for target in $targets; do
