@@ -5,9 +5,17 @@
 # logs, manifests, initial predictions, interact memories), so a copy of those files in the
 # repository is enough to go on elsewhere:
 #
-#   scripts/checkpoint.sh save      # runs/ -> checkpoints/runs.tar.gz (commit it)
-#   scripts/checkpoint.sh restore   # checkpoints/runs.tar.gz -> runs/, only where runs/ has
-#                                   # nothing yet (never overwrites a newer local file)
+#   scripts/checkpoint.sh save      # runs/ -> checkpoints/runs.tar.gz, and the reply cache
+#                                   # -> checkpoints/replies.tar.gz (commit both)
+#   scripts/checkpoint.sh restore   # both back, only where nothing is there yet (never
+#                                   # overwrites a newer local file)
+#
+# The reply cache ($MERIT_HOME/replies, default ~/.cache/merit/replies) goes with the runs
+# because later steps are planned on it: the paper-setting run shares the dev run's initial
+# predictions through it, and the live experiment's no-memory arm is the dev run's Iterative
+# replies. Its segments are append-only files of one writer each, so an older copy of a
+# segment is a prefix of the newer one. It is left out (with a message) past REPLIES_MAX_MB
+# compressed, so the repository never takes an unbounded cache.
 #
 # Left out: the pinned binaries (each machine pins its own build), the repair streams' memory
 # folders (a resumed stream rebuilds its memory from its episode log), caches and logs of the
@@ -17,6 +25,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ARCHIVE=${ARCHIVE:-checkpoints/runs.tar.gz}
+REPLIES_ARCHIVE=${REPLIES_ARCHIVE:-checkpoints/replies.tar.gz}
+REPLIES_MAX_MB=${REPLIES_MAX_MB:-40}
+MERIT_HOME=${MERIT_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/merit}
 
 case ${1:-} in
   save)
@@ -29,13 +40,32 @@ case ${1:-} in
       -cf - runs | gzip -9n > "$tmp"
     mv "$tmp" "$ARCHIVE"
     echo "saved $(du -h "$ARCHIVE" | cut -f1) to $ARCHIVE"
+    if [ -d "$MERIT_HOME/replies" ]; then
+      tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner --exclude='*.tmp*' \
+        -C "$MERIT_HOME" -cf - replies | gzip -9n > "$tmp"
+      if [ "$(stat -c %s "$tmp")" -gt $((REPLIES_MAX_MB * 1024 * 1024)) ]; then
+        rm -f "$tmp"
+        echo "reply cache over ${REPLIES_MAX_MB} MB compressed: not saved" >&2
+      else
+        mv "$tmp" "$REPLIES_ARCHIVE"
+        echo "saved $(du -h "$REPLIES_ARCHIVE" | cut -f1) to $REPLIES_ARCHIVE"
+      fi
+    fi
     ;;
   restore)
-    [ -f "$ARCHIVE" ] || { echo "no $ARCHIVE: nothing to restore"; exit 0; }
     # --skip-old-files: a file already here is newer than the archive's copy (a run went on
     # after the save), so it stays.
-    tar --skip-old-files -xzf "$ARCHIVE"
-    echo "restored runs/ from $ARCHIVE"
+    if [ -f "$ARCHIVE" ]; then
+      tar --skip-old-files -xzf "$ARCHIVE"
+      echo "restored runs/ from $ARCHIVE"
+    else
+      echo "no $ARCHIVE: no runs to restore"
+    fi
+    if [ -f "$REPLIES_ARCHIVE" ]; then
+      mkdir -p "$MERIT_HOME"
+      tar --skip-old-files -C "$MERIT_HOME" -xzf "$REPLIES_ARCHIVE"
+      echo "restored the reply cache in $MERIT_HOME/replies from $REPLIES_ARCHIVE"
+    fi
     ;;
   *)
     echo "usage: $0 save|restore" >&2
