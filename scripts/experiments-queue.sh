@@ -55,6 +55,9 @@ scripts/checkpoint.sh restore
 checkpointer=$!
 trap 'kill $checkpointer 2>/dev/null || true; scripts/checkpoint.sh save || true' EXIT
 
+# On a fresh machine (after `apt-get install -y cmake clang libclang-dev`) the queue builds the
+# release binary itself; the models are fetched on first use.
+[ -x target/release/merit ] || [ -x "$PIN" ] || cargo build --release -p merit-cli
 if [ ! -x "$PIN" ]; then
   mkdir -p "$(dirname "$PIN")"
   cp target/release/merit "$PIN"
