@@ -17,7 +17,8 @@
 # segment is a prefix of the newer one. It is left out (with a message) past REPLIES_MAX_MB
 # compressed, so the repository never takes an unbounded cache.
 #
-# Left out: the pinned binaries (each machine pins its own build), the repair streams' memory
+# Left out: the pinned binaries (their source-commit files stay: scripts/pin-binary.sh builds
+# the same code again on another machine), the repair streams' memory
 # folders (a resumed stream rebuilds its memory from its episode log), caches and logs of the
 # scripts. The archive is deterministic (sorted names, fixed times and owners, gzip without a
 # name or time), so saving twice over unchanged runs gives the same bytes and no new commit.
@@ -35,7 +36,7 @@ case ${1:-} in
     mkdir -p "$(dirname "$ARCHIVE")"
     tmp="$ARCHIVE.tmp.$$"
     tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner \
-      --exclude='runs/*/merit' --exclude='runs/queue' --exclude='runs/repair-dev/*/memory' \
+      --exclude='runs/*/merit' --exclude='runs/repair-dev/*/memory' \
       --exclude='runs/*.log' --exclude='*.tmp*' \
       -cf - runs | gzip -9n > "$tmp"
     mv "$tmp" "$ARCHIVE"

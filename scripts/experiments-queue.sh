@@ -23,8 +23,9 @@
 #
 # The model steps run a copy of the release build pinned in runs/queue/merit when the queue
 # first starts (the same reason as the dev run's pin: target/release may be rebuilt while the
-# queue lasts, and a resumed step must run the code it started with). Remove the copy to pin a
-# newer build for steps not yet started.
+# queue lasts, and a resumed step must run the code it started with; runs/queue/source-commit
+# names its commit, so another machine builds the same code). Remove both to pin a newer build
+# for steps not yet started.
 #
 # The queue restores runs/ from checkpoints/runs.tar.gz when it starts (where runs/ lacks a
 # file) and saves it there every CHECKPOINT_MINUTES while it runs (scripts/checkpoint.sh):
@@ -55,13 +56,10 @@ scripts/checkpoint.sh restore
 checkpointer=$!
 trap 'kill $checkpointer 2>/dev/null || true; scripts/checkpoint.sh save || true' EXIT
 
-# On a fresh machine (after `apt-get install -y cmake clang libclang-dev`) the queue builds the
-# release binary itself; the models are fetched on first use.
-[ -x target/release/merit ] || [ -x "$PIN" ] || cargo build --release -p merit-cli
-if [ ! -x "$PIN" ]; then
-  mkdir -p "$(dirname "$PIN")"
-  cp target/release/merit "$PIN"
-fi
+# On a fresh machine (after `apt-get install -y cmake clang libclang-dev`) the pin is built
+# again from the commit it was first built from (scripts/pin-binary.sh); the models are fetched
+# on first use.
+PIN=$(scripts/pin-binary.sh "$(dirname "$PIN")")
 
 # Seconds target $1 has run so far, from the fuzz log.
 fuzzed() {

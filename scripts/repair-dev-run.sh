@@ -19,16 +19,10 @@ LIMIT=${LIMIT:-300}
 K=${K:-7}
 SEEDS=${SEEDS:-0,1,2}
 RUNS=${RUNS:-runs/repair-dev}
-# The binary the run started with, pinned in the run folder, so a
-# rebuild of target/release while the run lasts (it spans many sessions) cannot change the
-# code under a resumed run; a fresh run pins the release build it starts with.
-if [ -z "${MERIT:-}" ]; then
-  if [ ! -x "$RUNS/merit" ]; then
-    mkdir -p "$RUNS"
-    cp target/release/merit "$RUNS/merit"
-  fi
-  MERIT="$RUNS/merit"
-fi
+# The binary the run started with, pinned in the run folder (scripts/pin-binary.sh: the build
+# and its commit), so neither a rebuild of target/release nor a new machine while the run lasts
+# (it spans many sessions) can change the code under a resumed run.
+MERIT=${MERIT:-$(scripts/pin-binary.sh "$RUNS")}
 RESULTS=${RESULTS:-docs/results/repair/dev}
 # The models of both runs (the default 0.5B writes the shared initial predictions; the repair
 # model, chosen on the calibration slice, writes every repair in both runs).

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Pins the merit binary a long run uses, so a run resumed days later (on another machine, after
+# main has moved on) runs the code it started with:
+#
+#   scripts/pin-binary.sh DIR     # prints DIR/merit once it exists
+#
+# The first time, it copies the release build (building it if needed) to DIR/merit and records
+# the commit it was built from in DIR/source-commit. The binary stays on this machine only
+# (scripts/checkpoint.sh leaves it out); the commit goes with the run folder. On a machine
+# without DIR/merit, the recorded commit is built again: from this checkout when the sources
+# are the same as that commit's, else from a worktree of that commit (target/pinned/COMMIT).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=${1:?usage: scripts/pin-binary.sh DIR}
+sources=(crates Cargo.toml Cargo.lock)
+
+# Are the working tree's sources those of commit $1 (no difference, nothing uncommitted)?
+same_sources() {
+  git diff --quiet "$1" -- "${sources[@]}" 2>/dev/null
+}
+
+if [ ! -x "$dir/merit" ]; then
+  mkdir -p "$dir"
+  if [ ! -f "$dir/source-commit" ]; then
+    if ! same_sources HEAD; then
+      echo "pin-binary: uncommitted changes under ${sources[*]}; commit them before pinning" >&2
+      exit 1
+    fi
+    git rev-parse HEAD > "$dir/source-commit"
+  fi
+  commit=$(cat "$dir/source-commit")
+  if same_sources "$commit"; then
+    cargo build --release -p merit-cli >&2
+    cp target/release/merit "$dir/merit.tmp"
+  else
+    tree=target/pinned/$commit
+    [ -d "$tree" ] || git worktree add --detach "$tree" "$commit" >&2
+    CARGO_TARGET_DIR=target/pinned/build cargo build --release -p merit-cli \
+      --manifest-path "$tree/Cargo.toml" >&2
+    cp target/pinned/build/release/merit "$dir/merit.tmp"
+  fi
+  mv "$dir/merit.tmp" "$dir/merit"
+  echo "pin-binary: $dir/merit built from $commit" >&2
+fi
+echo "$dir/merit"
