@@ -35,15 +35,26 @@ case ${1:-} in
     [ -d runs ] || { echo "no runs/ to save" >&2; exit 1; }
     mkdir -p "$(dirname "$ARCHIVE")"
     tmp="$ARCHIVE.tmp.$$"
-    tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner \
-      --exclude='runs/*/merit' --exclude='runs/repair-dev/*/memory' \
-      --exclude='runs/*.log' --exclude='*.tmp*' \
-      -cf - runs | gzip -9n > "$tmp"
+    trap 'rm -f "$tmp" "$tmp.tar"' EXIT
+    # Runs append to their logs while this reads them: GNU tar then exits 1 ("file changed as
+    # we read it"), and the copy holds a prefix of the log, at worst with a torn last line,
+    # which a resumed run cuts off. Only a status above 1 is a real failure.
+    snapshot() { # snapshot DIR NAME [TAR OPTIONS...]: deterministic tar.gz of DIR/NAME to $tmp
+      local dir=$1 name=$2 status=0
+      shift 2
+      tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner \
+        --warning=no-file-changed --exclude='*.tmp*' "$@" -C "$dir" -cf "$tmp.tar" "$name" \
+        || status=$?
+      [ "$status" -le 1 ] || { rm -f "$tmp.tar"; return "$status"; }
+      gzip -9n < "$tmp.tar" > "$tmp"
+      rm -f "$tmp.tar"
+    }
+    snapshot . runs --exclude='runs/*/merit' --exclude='runs/repair-dev/*/memory' \
+      --exclude='runs/*.log'
     mv "$tmp" "$ARCHIVE"
     echo "saved $(du -h "$ARCHIVE" | cut -f1) to $ARCHIVE"
     if [ -d "$MERIT_HOME/replies" ]; then
-      tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner --exclude='*.tmp*' \
-        -C "$MERIT_HOME" -cf - replies | gzip -9n > "$tmp"
+      snapshot "$MERIT_HOME" replies
       if [ "$(stat -c %s "$tmp")" -gt $((REPLIES_MAX_MB * 1024 * 1024)) ]; then
         rm -f "$tmp"
         echo "reply cache over ${REPLIES_MAX_MB} MB compressed: not saved" >&2
