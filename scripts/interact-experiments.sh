@@ -30,10 +30,13 @@ EVAL_LIMIT=${EVAL_LIMIT:-}
 # for comes first. Any arm may go in either group: topick (the TopicK coverage baseline),
 # vanilla (the non-agentic LLM), demo (the Demo agent, its worked examples from the training
 # run's first successes), and Table 3's baselines and ablations, Table 7's retention and the
-# retrieval size: bm25 memrl memento no-episode no-turn all cosine-inject2 ... cosine-inject5
-# (cosine memory, 2 to 5 memories per retrieval).
+# retrieval size: bm25 memrl memento no-episode no-turn no-rl all inject2 ... inject5. The
+# ablations, retention and retrieval size vary MERIT itself (the learned selectors), as the
+# paper's Table 3, Table 7 and Figure 3b do: no-episode and no-turn switch a memory level off,
+# no-rl selects with the untrained agent model instead of the PPO-trained selectors, all keeps
+# the experience of failed episodes too, injectN injects N memories per retrieval.
 EXTRA_ARMS=${EXTRA_ARMS:-vanilla demo topick}
-LATER_ARMS=${LATER_ARMS:-bm25 memrl memento no-episode no-turn all cosine-inject2 cosine-inject3 cosine-inject4 cosine-inject5}
+LATER_ARMS=${LATER_ARMS:-bm25 memrl memento no-episode no-turn no-rl all inject2 inject3 inject4 inject5}
 # Held-out checks of the turn selector: one training per (inputs, seed), 3 tasks held out.
 HOLDOUT_SEEDS=${HOLDOUT_SEEDS:-0 1 2}
 # Pass@k (the paper's Figure 3a): these arms run again with sampling at PASS_K_TEMPERATURE,
@@ -68,6 +71,10 @@ GEN_OPTS=${GEN_OPTS:---writes --follow-ups --knowledge}
 TRAIN_SEEDS=${TRAIN_SEEDS:-300}
 EVAL_SEEDS=${EVAL_SEEDS:-200}
 PRM_PAIRS=${PRM_PAIRS:-300}
+# Candidates judged per state: the student must tell memories apart on one state, which pairs
+# drawn independently (about one per state) cannot teach it; its agreement table then holds
+# whole states out (--split-by state). See docs/results/interact/README.md, the PRM section.
+PRM_PER_STATE=${PRM_PER_STATE:-4}
 RUNS=${RUNS:-runs/interact}
 RESULTS=${RESULTS:-docs/results/interact}
 STOP_AFTER=${STOP_AFTER:-all}   # gen | baseline | memory | learn | counterfactual | passk | all
@@ -156,19 +163,20 @@ step "PRM and selectors"
 judged=$(lines "$RUNS/prm/annotations.jsonl")
 if [ "$judged" -lt "$PRM_PAIRS" ]; then
   run "$MERIT" interact prm annotate --run "$RUNS/train-cosine" --out "$RUNS/prm/annotations.jsonl" \
-    --model "$GEN_MODEL" --limit $((PRM_PAIRS - judged))
+    --model "$GEN_MODEL" --limit $((PRM_PAIRS - judged)) --per-state "$PRM_PER_STATE"
 fi
 record "$RESULTS/prm-agreement.md" "$MERIT" interact prm train \
-  --annotations "$RUNS/prm/annotations.jsonl" --out "$RUNS/prm"
+  --annotations "$RUNS/prm/annotations.jsonl" --out "$RUNS/prm" --split-by state
 record "$RESULTS/turn-selector.md" "$MERIT" interact train-selector --level turn --run "$RUNS/train-cosine" \
   --prm "$RUNS/prm/student.safetensors" --out "$RUNS/selectors" --updates "$TURN_UPDATES" --batch "$TURN_BATCH"
 record "$RESULTS/episode-selector.md" "$MERIT" interact train-selector --level episode "${train_set[@]}" "${train_only[@]}" \
   --memory-from "$RUNS/train-cosine/memory" --with-turn-selector "$RUNS/selectors/turn.safetensors" \
   --out "$RUNS/selectors" --updates "$EPISODE_UPDATES" --batch "$EPISODE_BATCH"
 cp "$RUNS/selectors/"*-curve.svg "$RUNS/selectors/"*-curve.jsonl "$RUNS/selectors/"*-decisions.json "$RESULTS/"
-run "$MERIT" interact run "${eval_set[@]}" "${eval_only[@]}" --out "$RUNS/eval-learned" --memory learned \
-  --episode-selector "$RUNS/selectors/episode.safetensors" \
-  --turn-selector "$RUNS/selectors/turn.safetensors" "${from[@]}" > /dev/null
+learned=(--memory learned --episode-selector "$RUNS/selectors/episode.safetensors"
+  --turn-selector "$RUNS/selectors/turn.safetensors")
+run "$MERIT" interact run "${eval_set[@]}" "${eval_only[@]}" --out "$RUNS/eval-learned" "${learned[@]}" \
+  "${from[@]}" > /dev/null
 keep_evidence "$RUNS/eval-learned"
 step "report: memory vs none"
 main_arms=("$RUNS/eval-none" "$RUNS/eval-cosine" "$RUNS/eval-learned")
@@ -192,13 +200,14 @@ eval_arm() { # eval_arm NAME: one evaluation run of the arm, added to the final 
     bm25 | topick | memrl | memento) args=(--memory "$arm" "${from[@]}") ;;
     vanilla) args=(--agent vanilla) ;;
     demo) args=(--demos "$RUNS/train-cosine/episodes.jsonl") ;;
-    no-episode) args=(--memory cosine --no-episode-memory "${from[@]}") ;;
-    no-turn) args=(--memory cosine --no-turn-memory "${from[@]}") ;;
-    cosine-inject[2-5]) args=(--memory cosine --inject "${arm#cosine-inject}" "${from[@]}") ;;
+    no-episode) args=("${learned[@]}" --no-episode-memory "${from[@]}") ;;
+    no-turn) args=("${learned[@]}" --no-turn-memory "${from[@]}") ;;
+    no-rl) args=(--memory model "${from[@]}") ;;
+    inject[2-5]) args=("${learned[@]}" --inject "${arm#inject}" "${from[@]}") ;;
     all)
       run "$MERIT" interact run "${train_set[@]}" "${train_only[@]}" --out "$RUNS/train-cosine-all" \
         --memory cosine --retention all > /dev/null
-      args=(--memory cosine --memory-from "$RUNS/train-cosine-all/memory" --frozen-memory --retention all) ;;
+      args=("${learned[@]}" --memory-from "$RUNS/train-cosine-all/memory" --frozen-memory --retention all) ;;
     *) echo "unknown arm $arm" >&2; exit 2 ;;
   esac
   run "$MERIT" interact run "${eval_set[@]}" "${eval_only[@]}" --out "$RUNS/eval-$arm" "${args[@]}" > /dev/null
@@ -214,8 +223,7 @@ for arm in $PASS_K_ARMS; do
   case $arm in
     none) args=() ;;
     cosine) args=(--memory cosine "${from[@]}") ;;
-    learned) args=(--memory learned --episode-selector "$RUNS/selectors/episode.safetensors"
-      --turn-selector "$RUNS/selectors/turn.safetensors" "${from[@]}") ;;
+    learned) args=("${learned[@]}" "${from[@]}") ;;
     *) echo "unknown Pass@k arm $arm" >&2; exit 2 ;;
   esac
   tries=()
@@ -245,18 +253,19 @@ record "$RESULTS/memory-vs-none.md" "$MERIT" interact report --baseline "$RUNS/e
 # The side tables of the results README, each from the runs above (issue 18: every committed
 # file comes from this script).
 have() { for run in "$@"; do [ -f "$run/episodes.jsonl" ] || return 1; done; }
-if have "$RUNS/eval-cosine" "$RUNS/eval-no-episode" "$RUNS/eval-no-turn"; then
-  record "$RESULTS/ablations.md" "$MERIT" interact report --baseline "$RUNS/eval-cosine" \
-    "$RUNS/eval-cosine" "$RUNS/eval-no-episode" "$RUNS/eval-no-turn"
+# Each against MERIT itself (eval-learned), as the paper's tables compare.
+ablations=("$RUNS/eval-learned" "$RUNS/eval-no-episode" "$RUNS/eval-no-turn" "$RUNS/eval-no-rl")
+if have "${ablations[@]}"; then
+  record "$RESULTS/ablations.md" "$MERIT" interact report --baseline "$RUNS/eval-learned" "${ablations[@]}"
 fi
-if have "$RUNS/train-cosine" "$RUNS/train-cosine-all"; then
-  record "$RESULTS/retention.md" "$MERIT" interact report --baseline "$RUNS/train-cosine" \
-    "$RUNS/train-cosine" "$RUNS/train-cosine-all"
+if have "$RUNS/eval-learned" "$RUNS/eval-all"; then
+  record "$RESULTS/retention.md" "$MERIT" interact report --baseline "$RUNS/eval-learned" \
+    "$RUNS/eval-learned" "$RUNS/eval-all"
 fi
-sizes=("$RUNS/eval-cosine")
-for n in 2 3 4 5; do sizes+=("$RUNS/eval-cosine-inject$n"); done
+sizes=("$RUNS/eval-learned")
+for n in 2 3 4 5; do sizes+=("$RUNS/eval-inject$n"); done
 if have "${sizes[@]}"; then
-  record "$RESULTS/retrieval-size.md" "$MERIT" interact report --baseline "$RUNS/eval-cosine" "${sizes[@]}"
+  record "$RESULTS/retrieval-size.md" "$MERIT" interact report --baseline "$RUNS/eval-learned" "${sizes[@]}"
 fi
 # Held-out checks: the turn selector trained with 3 tasks set aside, full and features-only
 # inputs, three seeds each; then every checkpoint scored on the evaluation run's states.
