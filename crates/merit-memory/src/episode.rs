@@ -6,6 +6,7 @@
 //! question's visible fields and leaves `gold_sql` behind.
 
 use crate::classify::{classify_feedback, Classification};
+use crate::delta::sql_delta;
 use crate::entry::{Polarity, StreamPos};
 use crate::retrieve::RetrievalQuery;
 use merit_core::{Feedback, Question};
@@ -204,9 +205,18 @@ impl Episode {
     }
 
     /// Ends the episode. A solved episode yields its final transition y⁽ᵏ*⁻¹⁾ → y⁽ᵏ*⁾ as a
-    /// positive candidate; an unsolved one with at least one revision yields its last
-    /// direction y⁽ᴷ⁻¹⁾ → y⁽ᴷ⁾ as a negative candidate (unless `policy` forbids negatives);
-    /// an initially correct or never-revised episode yields nothing.
+    /// positive candidate; an unsolved one yields its last *direction* as a negative candidate
+    /// (unless `policy` forbids negatives): the last transition y⁽ⁱ⁻¹⁾ → y⁽ⁱ⁾ whose Δ is not
+    /// empty; an initially correct episode, a never-revised one, or one whose every revision
+    /// left the query unchanged yields nothing.
+    ///
+    /// Why not simply y⁽ᴷ⁻¹⁾ → y⁽ᴷ⁾, as the paper writes it: the paper's episodes always run
+    /// K revisions, and with its models the last one changes the query. Here a small model
+    /// often ends an episode by resubmitting the query it was just told had failed (the repeat
+    /// guard then stops the episode), and in the calibration runs that made 20 of 24 unsolved
+    /// episodes end on a transition with an empty Δ. Stored as it is, such an entry shows
+    /// "no change" as the failed direction, which tells a later repair nothing; the last
+    /// transition that changed the query is the last direction the episode actually tried.
     pub fn finalize(self, policy: FinalizePolicy) -> FinalizedEpisode {
         let solved = self.is_solved();
         let Episode {
@@ -222,8 +232,19 @@ impl Episode {
             Polarity::Positive => true,
             Polarity::Negative => policy == FinalizePolicy::PositiveAndNegative,
         };
-        let transition = if attempts.len() >= 2 && allowed {
-            let step = (attempts.len() - 1) as u32;
+        // The index of the transition's "after" attempt.
+        let last = attempts.len().checked_sub(1).filter(|&last| last >= 1);
+        let after_index = match polarity {
+            _ if !allowed => None,
+            Polarity::Positive => last,
+            Polarity::Negative => last.and_then(|last| {
+                (1..=last)
+                    .rev()
+                    .find(|&i| !sql_delta(&attempts[i - 1].sql, &attempts[i].sql).is_empty())
+            }),
+        };
+        let transition = after_index.and_then(|i| {
+            attempts.truncate(i + 1);
             let after = attempts.pop();
             let before = attempts.pop();
             before
@@ -232,11 +253,9 @@ impl Episode {
                     polarity,
                     before,
                     after,
-                    step,
+                    step: i as u32,
                 })
-        } else {
-            None
-        };
+        });
         FinalizedEpisode { source, transition }
     }
 }
@@ -339,6 +358,44 @@ mod tests {
             unrevised.finalize(FinalizePolicy::default()).polarity(),
             None
         );
+    }
+
+    #[test]
+    fn a_negative_is_the_last_revision_that_changed_the_query() {
+        // A - B - C - c;  (the last revision resubmits C in other letters): the direction
+        // stored is B -> C, the last one the episode tried.
+        let mut episode = Episode::begin(source(), failed("SELECT a FROM t"));
+        episode.record(failed("SELECT b FROM t")).unwrap();
+        episode.record(failed("SELECT c FROM t")).unwrap();
+        episode.record(failed("select  C from t;")).unwrap();
+        let transition = episode
+            .finalize(FinalizePolicy::PositiveAndNegative)
+            .transition
+            .unwrap();
+        assert_eq!(transition.polarity, Polarity::Negative);
+        assert_eq!(transition.before.sql, "SELECT b FROM t");
+        assert_eq!(transition.after.sql, "SELECT c FROM t");
+        assert_eq!(transition.step, 2);
+
+        // Going back to an earlier attempt is a direction too (C -> A changes the query).
+        let mut back = Episode::begin(source(), failed("SELECT a FROM t"));
+        back.record(failed("SELECT c FROM t")).unwrap();
+        back.record(failed("SELECT a FROM t")).unwrap();
+        let transition = back.finalize(FinalizePolicy::default()).transition.unwrap();
+        assert_eq!(
+            (
+                transition.before.sql.as_str(),
+                transition.after.sql.as_str()
+            ),
+            ("SELECT c FROM t", "SELECT a FROM t")
+        );
+        assert_eq!(transition.step, 2);
+
+        // Every revision resubmits the initial query: nothing was tried, nothing is stored.
+        let mut stuck = Episode::begin(source(), failed("SELECT a FROM t"));
+        stuck.record(failed("SELECT a FROM t")).unwrap();
+        stuck.record(failed("select a from t")).unwrap();
+        assert_eq!(stuck.finalize(FinalizePolicy::default()).polarity(), None);
     }
 
     #[test]
