@@ -9,6 +9,11 @@
 # (scripts/checkpoint.sh leaves it out); the commit goes with the run folder. On a machine
 # without DIR/merit, the recorded commit is built again: from this checkout when the sources
 # are the same as that commit's, else from a worktree of that commit (target/pinned/COMMIT).
+#
+# To move a run to newer code on purpose (a fix that cannot change what is already logged),
+# write the new commit into DIR/source-commit and delete DIR/merit; deleting source-commit
+# instead would bring the old one back from the checkpoint. Record the change in
+# DIR/source-commits.tsv (commit, what it ran), which the results keep beside the logs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:?usage: scripts/pin-binary.sh DIR}

@@ -61,6 +61,8 @@ for entry in $PLAN; do
   echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) $((SECONDS - started)) s" >> "$dir/wall.txt"
   mkdir -p "$RESULTS/$name/episodes"
   cp "$dir/wall.txt" "$dir/manifest.json" "$RESULTS/$name/"
+  # Which code ran which part of the run, where it changed while the run lasted.
+  [ -f "$RUNS/source-commits.tsv" ] && cp "$RUNS/source-commits.tsv" "$RESULTS/$name/"
   gzip -9n < "$dir/initial.jsonl" > "$RESULTS/$name/initial.jsonl.gz"
   for log in "$dir"/episodes/*.jsonl; do
     gzip -9n < "$log" > "$RESULTS/$name/episodes/$(basename "$log").gz"
