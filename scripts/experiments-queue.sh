@@ -21,11 +21,11 @@
 # and the fuzzing (a few hours each) are done: the interact experiments are tens of hours
 # on two cores.
 #
-# The model steps run a copy of the release build pinned in runs/queue/merit when the queue
-# first starts (the same reason as the dev run's pin: target/release may be rebuilt while the
-# queue lasts, and a resumed step must run the code it started with; runs/queue/source-commit
-# names its commit, so another machine builds the same code). Remove both to pin a newer build
-# for steps not yet started.
+# Each model step runs a binary pinned in its own run folder when the step first starts
+# (scripts/pin-binary.sh: runs/repair-dev, runs/interact, runs/pins/live-dev), for the reason the
+# dev run gives: target/release may be rebuilt and machines replaced while a step lasts, and a
+# resumed step must run the code it started with (the folder's source-commit names it, so
+# another machine builds the same code). A step not yet started takes main as it is then.
 #
 # The queue restores runs/ from checkpoints/runs.tar.gz when it starts (where runs/ lacks a
 # file) and saves it there every CHECKPOINT_MINUTES while it runs (scripts/checkpoint.sh):
@@ -38,7 +38,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 STEPS=${STEPS:-repair interact-main live fuzz interact-rest}
-PIN=${PIN:-runs/queue/merit}
 FUZZ_SECONDS=${FUZZ_SECONDS:-1800}
 FUZZ_LOG=${FUZZ_LOG:-docs/results/fuzz/runs.tsv}
 # Every target of the fuzz project unless named (listed when the fuzz step starts, so a
@@ -56,10 +55,8 @@ scripts/checkpoint.sh restore
 checkpointer=$!
 trap 'kill $checkpointer 2>/dev/null || true; scripts/checkpoint.sh save || true' EXIT
 
-# On a fresh machine (after `apt-get install -y cmake clang libclang-dev`) the pin is built
-# again from the commit it was first built from (scripts/pin-binary.sh); the models are fetched
-# on first use.
-PIN=$(scripts/pin-binary.sh "$(dirname "$PIN")")
+# On a fresh machine (after `apt-get install -y cmake clang libclang-dev`) a pin is built again
+# from the commit it was first built from; the models are fetched on first use.
 
 # Seconds target $1 has run so far, from the fuzz log.
 fuzzed() {
@@ -108,9 +105,9 @@ for step in $STEPS; do
   echo "== $(date -u +%FT%TZ) queue: $step"
   case $step in
     repair) scripts/repair-dev-run.sh ;;
-    live) MERIT=$PIN scripts/live-dev-run.sh ;;
-    interact-main) STOP_AFTER=passk MERIT=$PIN scripts/interact-experiments.sh ;;
-    interact | interact-rest) MERIT=$PIN scripts/interact-experiments.sh ;;
+    live) MERIT=$(scripts/pin-binary.sh runs/pins/live-dev) scripts/live-dev-run.sh ;;
+    interact-main) STOP_AFTER=passk MERIT=$(scripts/pin-binary.sh runs/interact) scripts/interact-experiments.sh ;;
+    interact | interact-rest) MERIT=$(scripts/pin-binary.sh runs/interact) scripts/interact-experiments.sh ;;
     fuzz) fuzz_all ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac
