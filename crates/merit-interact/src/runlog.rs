@@ -579,13 +579,19 @@ where
                         // Read-locked for the episode; a commit (one at a time only) waits
                         // for it.
                         let bank = bank.read().unwrap_or_else(|e| e.into_inner());
+                        // A frozen memory is seen from just after its last entry by every
+                        // task: it holds nothing newer, so the view is the same, and a
+                        // memory's age (a learned selector's input) is then what selector
+                        // training measured (`merit_learn`: from the bank's end), instead of
+                        // growing by one with each evaluation task.
+                        let view_position = if run.write { position(index) } else { first };
                         let mut advisor = RetrievalAdvisor::new(
                             &bank,
                             run.embedder,
                             run.episode_selector,
                             run.turn_selector,
                             run.advisor,
-                            position(index),
+                            view_position,
                         );
                         agent.run_with_memory(&mut env, &mut advisor)
                     }

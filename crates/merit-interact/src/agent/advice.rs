@@ -32,7 +32,9 @@ pub struct CandidateFeatures {
     pub positive: bool,
     /// Reward of the memory's source episode.
     pub episode_reward: f64,
-    /// Stream positions between the source episode and the current one.
+    /// Stream positions between the source episode and the current one; with a frozen
+    /// memory, between the source episode and the end of the memory (its last entry's
+    /// position + 1), which is how selector training measures it.
     pub age: u64,
 }
 

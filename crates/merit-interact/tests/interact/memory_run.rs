@@ -6,7 +6,7 @@ use crate::common::{custom_tasks, request_text, warm_task, ScriptedModel};
 use merit_core::model::{ChatModel, Embedder, ModelError};
 use merit_interact::memory::{
     AdvisorConfig, CosineSelector, InsightConfig, InsightExtractor, Level, MemoryConfig,
-    EPISODE_FILE, TURN_FILE,
+    SelectError, Selection, SelectionInput, Selector, EPISODE_FILE, TURN_FILE,
 };
 use merit_interact::{
     read_log, run_tasks_with_memory, sqlite_backend, AgentConfig, EnvConfig, MemoryRun, ReactAgent,
@@ -14,6 +14,7 @@ use merit_interact::{
 };
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::Mutex;
 
 const SOLVE: &str =
     "Thought: done.\nAction: submit('SELECT COUNT(*) FROM observatories WHERE airtempc > 20')";
@@ -87,6 +88,29 @@ fn run_at_once(
     model: Arc<ScriptedModel>,
     episodes_at_once: usize,
 ) -> Result<RunSummary, RunError> {
+    run_with_selector(
+        set,
+        ids,
+        dir,
+        base,
+        write,
+        model,
+        episodes_at_once,
+        &CosineSelector::default(),
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_with_selector(
+    set: &TaskSet,
+    ids: &[String],
+    dir: &Path,
+    base: Option<&Path>,
+    write: bool,
+    model: Arc<ScriptedModel>,
+    episodes_at_once: usize,
+    selector: &dyn Selector,
+) -> Result<RunSummary, RunError> {
     let log = dir.join("episodes.jsonl");
     let spec = RunSpec {
         set,
@@ -98,15 +122,14 @@ fn run_at_once(
     };
     let agent = ReactAgent::new(model.clone() as Arc<dyn ChatModel>, AgentConfig::default());
     let extractor = InsightExtractor::new(model, InsightConfig::default());
-    let selector = CosineSelector::default();
     let memory = MemoryRun {
         dir: dir.join("memory"),
         base: base.map(Path::to_path_buf),
         config: MemoryConfig::default(),
         advisor: AdvisorConfig::default(),
         embedder: &WordEmbedder,
-        episode_selector: &selector,
-        turn_selector: &selector,
+        episode_selector: selector,
+        turn_selector: selector,
         insight: Some(&extractor),
         write,
     };
@@ -240,6 +263,55 @@ fn a_frozen_memory_is_read_but_not_extended() {
         .seen()
         .iter()
         .all(|r| !r.prompt_version.contains("insight")));
+}
+
+/// Picks the first candidate and notes the ages it was shown, per level.
+#[derive(Default)]
+struct AgeRecorder {
+    episode_ages: Mutex<Vec<u64>>,
+}
+
+impl Selector for AgeRecorder {
+    fn name(&self) -> String {
+        "ages".into()
+    }
+    fn select(&self, input: &SelectionInput<'_>) -> Result<Selection, SelectError> {
+        if input.level == Level::Episode {
+            let mut ages = self.episode_ages.lock().unwrap();
+            ages.extend(input.candidates.iter().map(|c| c.features.age));
+        }
+        Ok(Selection {
+            chosen: (!input.candidates.is_empty())
+                .then_some(0)
+                .into_iter()
+                .collect(),
+            note: None,
+        })
+    }
+}
+
+#[test]
+fn a_frozen_memory_looks_equally_old_to_every_evaluation_task() {
+    // Selector training measures a memory's age from the end of its bank; an evaluation on
+    // the frozen bank must show the same age to its first task and to its last.
+    let (dir, set, ids) = tasks();
+    let train = dir.path().join("train");
+    run(&set, &ids[..1], &train, None, true, model());
+    let recorder = AgeRecorder::default();
+    let eval_ids = vec![ids[1].clone(), ids[2].clone(), ids[1].clone()];
+    run_with_selector(
+        &set,
+        &eval_ids,
+        &dir.path().join("eval"),
+        Some(&train.join("memory")),
+        false,
+        model(),
+        1,
+        &recorder,
+    )
+    .expect("the run finishes");
+    let ages = recorder.episode_ages.lock().unwrap().clone();
+    assert_eq!(ages, vec![1, 1, 1], "one base memory, seen by three tasks");
 }
 
 #[test]
