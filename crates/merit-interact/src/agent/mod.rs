@@ -31,10 +31,10 @@
 //! action had been taken yet).
 //!
 //! # Long-term memory
-//! [`ReactAgent::run_with_memory`] takes a [`MemoryAdvisor`]: before the episode it may add
-//! episode-level memories to the opening message, and before every model call it may add a
-//! turn-level hint to the message the model answers. Hints are appended to the newest user
-//! message only and stay in the conversation afterwards, so earlier messages never change and
+//! [`ReactAgent::run_with_memory`] takes a [`MemoryAdvisor`]: before the episode it may put
+//! episode-level memories at the head of the opening message (before the task, where the
+//! paper's prompt puts retrieved memory), and before every model call it may add a turn-level
+//! hint to the message the model answers. Hints are appended to the newest user message only and stay in the conversation afterwards, so earlier messages never change and
 //! the prompt keeps a stable prefix (the embedded backend reuses its KV cache). Every
 //! retrieval, whether or not it injected anything, is recorded as an [`InjectionRecord`]. The
 //! agent knows nothing of how memories are stored or chosen: that is the advisor's side
@@ -410,15 +410,23 @@ impl ReactAgent {
             return self.run_vanilla(env);
         }
         let mut injections = Vec::new();
-        let mut with_memory = |message: &mut ChatMessage, injection: Option<Injection>| {
-            if let Some(injection) = injection {
-                if !injection.text.is_empty() {
-                    message.content.push_str("\n\n");
-                    message.content.push_str(injection.text.trim_end());
+        // `ahead`: the memory goes before the message's text (the episode's memories, which
+        // the paper places before the task and the question); otherwise after it (turn hints,
+        // appended so that earlier messages never change).
+        let mut with_memory =
+            |message: &mut ChatMessage, injection: Option<Injection>, ahead: bool| {
+                if let Some(injection) = injection {
+                    let text = injection.text.trim_end();
+                    if !text.is_empty() {
+                        message.content = if ahead {
+                            format!("{text}\n\n{}", message.content)
+                        } else {
+                            format!("{}\n\n{text}", message.content)
+                        };
+                    }
+                    injections.push(injection.record);
                 }
-                injections.push(injection.record);
-            }
-        };
+            };
         let dialect = dialect_name(env.backend().dialect());
         let system_for = |native: bool| {
             let template = if native {
@@ -445,7 +453,11 @@ impl ReactAgent {
         };
         let opening = prompts::fill(prompts::AGENT_TASK, &[("opening", &opening)]);
         let mut opening = ChatMessage::user(opening);
-        with_memory(&mut opening, advisor.before_episode(env.public_task())?);
+        with_memory(
+            &mut opening,
+            advisor.before_episode(env.public_task())?,
+            true,
+        );
         let mut messages = vec![ChatMessage::system(system_for(native)), opening];
         let mut usage = AgentUsage::default();
         let mut turns = Vec::new();
@@ -464,7 +476,7 @@ impl ReactAgent {
             if replayed.is_none() {
                 let hint = advisor.before_turn(env.public_task(), env.steps())?;
                 if let Some(last) = messages.last_mut() {
-                    with_memory(last, hint);
+                    with_memory(last, hint, false);
                 }
             }
             let request = ChatRequest {

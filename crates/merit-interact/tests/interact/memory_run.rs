@@ -168,6 +168,11 @@ fn memories_reach_later_episodes_only_and_every_retrieval_is_recorded() {
         assert!(later.contains("Warm means an air temperature above 20 degrees."));
         assert!(later.contains("Memory hint"), "{later}");
         assert!(later.contains("SUBMIT SQL: SELECT COUNT(*) FROM observatories WHERE airtempc > ?"));
+        // The episode's memories come before the task (as the paper's prompt places them),
+        // the turn hint after the request for a first action.
+        let at = |text: &str| later.find(text).unwrap();
+        assert!(at("From your memory") < at("Start with your first Thought and Action."));
+        assert!(at("Start with your first Thought and Action.") < at("Memory hint"));
     }
     let log = read_log(&dir.path().join("episodes.jsonl")).unwrap();
     let first = &log.records[0];
