@@ -76,32 +76,12 @@ fn run(
     write: bool,
     model: Arc<ScriptedModel>,
 ) -> RunSummary {
-    run_at_once(set, ids, dir, base, write, model, 1).expect("the run finishes")
-}
-
-fn run_at_once(
-    set: &TaskSet,
-    ids: &[String],
-    dir: &Path,
-    base: Option<&Path>,
-    write: bool,
-    model: Arc<ScriptedModel>,
-    episodes_at_once: usize,
-) -> Result<RunSummary, RunError> {
-    run_with_selector(
-        set,
-        ids,
-        dir,
-        base,
-        write,
-        model,
-        episodes_at_once,
-        &CosineSelector::default(),
-    )
+    let cosine = CosineSelector::default();
+    run_at_once(set, ids, dir, base, write, model, 1, &cosine).expect("the run finishes")
 }
 
 #[allow(clippy::too_many_arguments)]
-fn run_with_selector(
+fn run_at_once(
     set: &TaskSet,
     ids: &[String],
     dir: &Path,
@@ -304,7 +284,7 @@ fn a_frozen_memory_looks_equally_old_to_every_evaluation_task() {
     run(&set, &ids[..1], &train, None, true, model());
     let recorder = AgeRecorder::default();
     let eval_ids = vec![ids[1].clone(), ids[2].clone(), ids[1].clone()];
-    run_with_selector(
+    run_at_once(
         &set,
         &eval_ids,
         &dir.path().join("eval"),
@@ -452,8 +432,9 @@ fn a_frozen_memory_runs_episodes_at_once_and_logs_what_one_at_a_time_logs() {
     let base = train.join("memory");
     let one = dir.path().join("one");
     let many = dir.path().join("many");
-    run_at_once(&set, &ids, &one, Some(&base), false, model(), 1).unwrap();
-    let summary = run_at_once(&set, &ids, &many, Some(&base), false, model(), 3).unwrap();
+    let cosine = CosineSelector::default();
+    run_at_once(&set, &ids, &one, Some(&base), false, model(), 1, &cosine).unwrap();
+    let summary = run_at_once(&set, &ids, &many, Some(&base), false, model(), 3, &cosine).unwrap();
     assert_eq!(summary.ran, 3);
     let log = file(&many, "episodes.jsonl");
     assert_eq!(log, file(&one, "episodes.jsonl"));
@@ -470,7 +451,17 @@ fn a_frozen_memory_runs_episodes_at_once_and_logs_what_one_at_a_time_logs() {
 fn a_written_memory_refuses_episodes_at_once() {
     let (dir, set, ids) = tasks();
     let model = model();
-    let error = run_at_once(&set, &ids, dir.path(), None, true, model.clone(), 2).unwrap_err();
+    let error = run_at_once(
+        &set,
+        &ids,
+        dir.path(),
+        None,
+        true,
+        model.clone(),
+        2,
+        &CosineSelector::default(),
+    )
+    .unwrap_err();
     assert!(
         matches!(error, RunError::ConcurrentMemoryWrites { at_once: 2 }),
         "{error}"
