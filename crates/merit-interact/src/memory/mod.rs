@@ -91,6 +91,13 @@ pub enum Retention {
     /// Experience of successful trajectories only, as the paper keeps it: an episode that
     /// earned a reward becomes an episode memory, and its steps whose action did what it was
     /// for become turn memories; a failed episode leaves nothing. The default.
+    ///
+    /// A step that failed inside a successful episode is left out too: the paper uses
+    /// "positive-only memories by default" (its implementation details) and describes the
+    /// same setting as retrieving "only memories from successful trajectories" (Table 7);
+    /// such a step is a negative memory from a successful trajectory, which only the first
+    /// reading would exclude, so both are honoured by keeping positive steps of successful
+    /// episodes. `All` keeps it, labelled negative.
     #[default]
     SuccessfulEpisodes,
     /// Positive memories from every episode: episodes that earned a reward, and the steps
