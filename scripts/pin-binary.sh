@@ -7,8 +7,8 @@
 # The first time, it copies the release build (building it if needed) to DIR/merit and records
 # the commit it was built from in DIR/source-commit. The binary stays on this machine only
 # (scripts/checkpoint.sh leaves it out); the commit goes with the run folder. On a machine
-# without DIR/merit, the recorded commit is built again: from this checkout when the sources
-# are the same as that commit's, else from a worktree of that commit (target/pinned/COMMIT).
+# without DIR/merit, the recorded commit is built again, always from a worktree of that commit
+# (target/pinned/COMMIT), so edits in the checkout during the build cannot leak into it.
 #
 # To move a run to newer code on purpose (a fix that cannot change what is already logged),
 # write the new commit into DIR/source-commit and delete DIR/merit; deleting source-commit
@@ -34,16 +34,15 @@ if [ ! -x "$dir/merit" ]; then
     git rev-parse HEAD > "$dir/source-commit"
   fi
   commit=$(cat "$dir/source-commit")
-  if same_sources "$commit"; then
-    cargo build --release -p merit-cli >&2
-    cp target/release/merit "$dir/merit.tmp"
-  else
-    tree=target/pinned/$commit
-    [ -d "$tree" ] || git worktree add --detach "$tree" "$commit" >&2
-    CARGO_TARGET_DIR=target/pinned/build cargo build --release -p merit-cli \
-      --manifest-path "$tree/Cargo.toml" >&2
-    cp target/pinned/build/release/merit "$dir/merit.tmp"
-  fi
+  # Always from a worktree of the commit, never from this checkout: a build from the checkout
+  # compiles whatever the files hold while it runs, and a developer editing during the ~20
+  # minute release build would end up in the pinned binary (it happened). The worktree shares
+  # target/ so compiled dependencies are reused; only the workspace crates build again.
+  tree=target/pinned/$commit
+  [ -d "$tree" ] || git worktree add --detach "$tree" "$commit" >&2
+  CARGO_TARGET_DIR=$PWD/target cargo build --release -p merit-cli \
+    --manifest-path "$tree/Cargo.toml" >&2
+  cp target/release/merit "$dir/merit.tmp"
   mv "$dir/merit.tmp" "$dir/merit"
   echo "pin-binary: $dir/merit built from $commit" >&2
 fi
