@@ -37,6 +37,10 @@ pub struct ForkArm<'a> {
     pub selector: Option<&'a dyn Selector>,
 }
 
+/// The earliest turn a fork can freeze: turn-level memory is first consulted before turn 2
+/// (the first turn has no intermediate state), so at turn 1 every arm would be the same.
+pub const FIRST_FORK_TURN: usize = 2;
+
 /// What to fork.
 pub struct ForkSpec<'a> {
     /// The tasks of the logged episodes.
@@ -44,6 +48,7 @@ pub struct ForkSpec<'a> {
     /// The logged episodes to fork; those with fewer than `turn` turns are skipped.
     pub records: &'a [EpisodeRecord],
     /// The frozen turn t (1-based): replies 1..t−1 are replayed, turn t is the first new one.
+    /// Values below [`FIRST_FORK_TURN`] are read as it.
     pub turn: usize,
     /// The frozen memory the selectors choose from.
     pub memory: &'a InteractMemory,
@@ -140,7 +145,7 @@ where
     B: InteractBackend,
     S: UserSimulator,
 {
-    let turn = spec.turn.max(1);
+    let turn = spec.turn.max(FIRST_FORK_TURN);
     let parse = |raw: &[u8]| {
         if raw.iter().all(u8::is_ascii_whitespace) {
             return Ok(None);
@@ -244,7 +249,7 @@ where
     B: InteractBackend,
     S: UserSimulator,
 {
-    let turn = spec.turn.max(1);
+    let turn = spec.turn.max(FIRST_FORK_TURN);
     if record.turns.len() < turn {
         return Ok(None);
     }

@@ -33,8 +33,8 @@
 //! # Long-term memory
 //! [`ReactAgent::run_with_memory`] takes a [`MemoryAdvisor`]: before the episode it may put
 //! episode-level memories at the head of the opening message (before the task, where the
-//! paper's prompt puts retrieved memory), and before every model call it may add a turn-level
-//! hint to the message the model answers. Hints are appended to the newest user message only and stay in the conversation afterwards, so earlier messages never change and
+//! paper's prompt puts retrieved memory), and before every later model call (once the episode
+//! has a step) it may add a turn-level hint to the message the model answers. Hints are appended to the newest user message only and stay in the conversation afterwards, so earlier messages never change and
 //! the prompt keeps a stable prefix (the embedded backend reuses its KV cache). Every
 //! retrieval, whether or not it injected anything, is recorded as an [`InjectionRecord`]. The
 //! agent knows nothing of how memories are stored or chosen: that is the advisor's side
@@ -231,7 +231,8 @@ pub trait MemoryAdvisor {
     /// Memories to show with the opening message; `None` when this level is off.
     fn before_episode(&mut self, task: &PublicTask) -> Result<Option<Injection>, AgentError>;
 
-    /// A hint to show before turn `steps.len() + 1`; `steps` are the episode's steps so far.
+    /// A hint to show before turn `steps.len() + 1`; `steps` are the episode's steps so far
+    /// (never empty: the agent asks from the second turn on).
     fn before_turn(
         &mut self,
         task: &PublicTask,
@@ -473,7 +474,10 @@ impl ReactAgent {
                 break;
             }
             let replayed = prefix.get(turns.len());
-            if replayed.is_none() {
+            // Turn-level memory serves intermediate turns (paper §5.1: "before intermediate
+            // turn t"): before the first call the state is the request alone, which is what
+            // the episode level retrieves on, so the turn level waits for a first step.
+            if replayed.is_none() && !env.steps().is_empty() {
                 let hint = advisor.before_turn(env.public_task(), env.steps())?;
                 if let Some(last) = messages.last_mut() {
                     with_memory(last, hint, false);

@@ -50,11 +50,17 @@ impl Embedder for WordEmbedder {
     }
 }
 
-/// Agent and insight model in one: insight requests get the insight, others the solution.
+const LOOK: &str = "Thought: look first.\nAction: get_schema()";
+
+/// Agent and insight model in one: insight requests get the insight; the agent reads the
+/// schema on its first turn and submits the solution on its second, so every episode has an
+/// intermediate turn where turn-level memory is consulted.
 fn model() -> Arc<ScriptedModel> {
     ScriptedModel::new("solver", |request, _| {
         Ok(if request.prompt_version.contains("insight") {
             INSIGHT.to_string()
+        } else if request.messages.len() <= 2 {
+            LOOK.to_string()
         } else {
             SOLVE.to_string()
         })
@@ -139,18 +145,23 @@ fn memories_reach_later_episodes_only_and_every_retrieval_is_recorded() {
         .filter(|r| r.prompt_version.ends_with("/agent"))
         .map(request_text)
         .collect();
-    assert_eq!(agent_requests.len(), 3, "one turn per episode");
+    assert_eq!(agent_requests.len(), 6, "two turns per episode");
     // The first episode has nothing to retrieve; the later ones see the earlier episodes.
     assert!(!agent_requests[0].contains("From your memory"));
-    assert!(!agent_requests[0].contains("Memory hint"));
-    for later in &agent_requests[1..] {
-        assert!(later.contains("From your memory"), "{later}");
-        assert!(later.contains("Warm means an air temperature above 20 degrees."));
-        assert!(later.contains("Memory hint"), "{later}");
-        assert!(later.contains("SUBMIT SQL: SELECT COUNT(*) FROM observatories WHERE airtempc > ?"));
+    assert!(!agent_requests[1].contains("Memory hint"));
+    for episode in agent_requests[2..].chunks(2) {
+        let (opening, second) = (&episode[0], &episode[1]);
+        assert!(opening.contains("From your memory"), "{opening}");
+        assert!(opening.contains("Warm means an air temperature above 20 degrees."));
+        // Turn-level memory serves intermediate turns only: the opening has no hint.
+        assert!(!opening.contains("Memory hint"), "{opening}");
+        assert!(second.contains("Memory hint"), "{second}");
+        assert!(
+            second.contains("SUBMIT SQL: SELECT COUNT(*) FROM observatories WHERE airtempc > ?")
+        );
         // The episode's memories come before the task (as the paper's prompt places them),
-        // the turn hint after the request for a first action.
-        let at = |text: &str| later.find(text).unwrap();
+        // the turn hint after the first observation.
+        let at = |text: &str| second.find(text).unwrap();
         assert!(at("From your memory") < at("Start with your first Thought and Action."));
         assert!(at("Start with your first Thought and Action.") < at("Memory hint"));
     }
@@ -173,12 +184,12 @@ fn memories_reach_later_episodes_only_and_every_retrieval_is_recorded() {
         .iter()
         .find(|i| i.level == Level::Turn)
         .unwrap();
-    assert_eq!(turn.turn, 1);
+    assert_eq!(turn.turn, 2, "the first intermediate turn");
     assert!(third.insight.is_some());
     assert_eq!(third.memory_usage.as_ref().unwrap().insight_calls, 1);
     let memory = dir.path().join("memory");
     assert_eq!(file(&memory, EPISODE_FILE).lines().count(), 3);
-    assert_eq!(file(&memory, TURN_FILE).lines().count(), 3);
+    assert_eq!(file(&memory, TURN_FILE).lines().count(), 6, "one per step");
 }
 
 #[test]

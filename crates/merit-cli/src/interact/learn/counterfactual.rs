@@ -5,6 +5,7 @@ use crate::models::{chat, embedder, store, ChatArgs, EmbedArgs};
 use anyhow::{Context, Result};
 use clap::Args;
 use merit_interact::agent::ReactAgent;
+use merit_interact::fork::FIRST_FORK_TURN;
 use merit_interact::memory::{Level, RetrievalConfig};
 use merit_interact::runlog::read_log;
 use merit_interact::simulator::model::{ModelSimulator, ModelSimulatorConfig};
@@ -13,14 +14,29 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Arguments of `merit interact counterfactual`.
+/// Reads `--turn`: turn-level memory is first consulted before turn 2, so a fork at turn 1
+/// would run identical arms.
+fn first_fork_turn_or_later(text: &str) -> Result<usize, String> {
+    let turn: usize = text
+        .parse()
+        .map_err(|_| format!("`{text}` is not a turn number"))?;
+    if turn < FIRST_FORK_TURN {
+        return Err(format!(
+            "turn {turn} cannot be forked: turn-level memory is first consulted before turn {FIRST_FORK_TURN}"
+        ));
+    }
+    Ok(turn)
+}
+
 #[derive(Debug, Args)]
 pub struct CounterfactualArgs {
     /// The run whose logged episodes are forked.
     #[arg(long)]
     run: PathBuf,
     /// The frozen turn t: replies before it are replayed, turn t is the first new one (the
-    /// paper's Table 4 freezes turn 7; episodes shorter than t are skipped).
-    #[arg(long, default_value_t = 7)]
+    /// paper's Table 4 freezes turn 7; episodes shorter than t are skipped). At least 2: the
+    /// turn level is first consulted before the second turn.
+    #[arg(long, default_value_t = 7, value_parser = first_fork_turn_or_later)]
     turn: usize,
     /// The run's task file.
     #[arg(long)]
@@ -103,7 +119,7 @@ pub fn counterfactual(args: CounterfactualArgs) -> Result<()> {
     }
     let forked: Vec<EpisodeRecord> = records
         .into_iter()
-        .filter(|r| r.turns.len() >= args.turn.max(1))
+        .filter(|r| r.turns.len() >= args.turn)
         .take(args.limit.unwrap_or(usize::MAX))
         .collect();
     let spec = ForkSpec {
@@ -161,4 +177,40 @@ pub fn counterfactual(args: CounterfactualArgs) -> Result<()> {
     )?;
     print!("{table}");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Turn 1 has no turn-level retrieval, so a fork there could not tell the arms apart:
+    /// the option refuses it by name instead of running identical arms.
+    #[test]
+    fn a_fork_at_the_first_turn_is_refused() {
+        #[derive(clap::Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            args: CounterfactualArgs,
+        }
+        let parse = |turn: &str| {
+            <Wrapper as clap::Parser>::try_parse_from([
+                "counterfactual",
+                "--run",
+                "r",
+                "--tasks",
+                "t",
+                "--db-root",
+                "d",
+                "--memory-from",
+                "m",
+                "--out",
+                "o",
+                "--turn",
+                turn,
+            ])
+        };
+        let refused = parse("1").err().expect("turn 1 is refused").to_string();
+        assert!(refused.contains("--turn"), "{refused}");
+        assert_eq!(parse("2").expect("turn 2 is accepted").args.turn, 2);
+    }
 }
