@@ -96,6 +96,13 @@ fn draft_for(text: &str) -> String {
     .to_string()
 }
 
+/// Whether an agent request opens its episode (no assistant message yet).
+fn first_agent_turn(body: &Value) -> bool {
+    body["messages"]
+        .as_array()
+        .is_some_and(|messages| messages.iter().all(|m| m["role"] != "assistant"))
+}
+
 /// The stand-in server's answer to one chat request.
 fn chat(body: &Value) -> Value {
     let text = all_text(body);
@@ -109,6 +116,16 @@ fn chat(body: &Value) -> Value {
         json!({"role": "assistant", "content": "VERDICT: unanswerable"})
     } else if text.contains("You cannot ask the user anything") {
         json!({"role": "assistant", "content": format!("```sql\n{RIGHT}\n```")})
+    } else if first_agent_turn(body) {
+        // The agent looks at the schema first, so every episode has a second (intermediate)
+        // turn where turn-level memory is consulted.
+        if body.get("tools").is_some() {
+            json!({"role": "assistant", "content": "Thought: the tables first.", "tool_calls": [
+                {"id": "call_0", "type": "function",
+                 "function": {"name": "get_schema", "arguments": "{}"}}]})
+        } else {
+            json!({"role": "assistant", "content": "Thought: the tables first.\nAction: get_schema()"})
+        }
     } else if body.get("tools").is_some() {
         json!({"role": "assistant", "content": "Thought: I know this one.", "tool_calls": [
             {"id": "call_1", "type": "function",
@@ -898,7 +915,7 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
             "--run",
             &eval,
             "--turn",
-            "1",
+            "2",
             "--tasks",
             tasks_arg,
             "--db-root",
@@ -931,7 +948,7 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
     }
     assert!(dir.path().join("forks.json").is_file());
     // Forks logged at another turn are not taken for this turn's: relabel the logged forks
-    // as turn 5 and the turn-1 forks all run again.
+    // as turn 5 and the turn-2 forks all run again.
     let relabelled: String = lines(&fork_log)
         .into_iter()
         .map(|mut fork| {
@@ -943,8 +960,8 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
     let again = counterfactual(None);
     assert!(again.contains("| none | 6 |"), "{again}");
     let logged = lines(&fork_log);
-    assert_eq!(logged.len(), 48, "the turn-1 forks ran again");
-    assert_eq!(logged.iter().filter(|o| o["turn"] == 1).count(), 24);
+    assert_eq!(logged.len(), 48, "the turn-2 forks ran again");
+    assert_eq!(logged.iter().filter(|o| o["turn"] == 2).count(), 24);
 
     // 7. The report compares the two runs.
     let report = Command::new(env!("CARGO_BIN_EXE_merit"))
