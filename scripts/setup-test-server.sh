@@ -11,7 +11,7 @@
 # build time (the Web UI download and OpenSSL are switched off).
 #
 # Idempotent: the binary is cached under
-#   ${MERIT_TEST_SERVER_DIR:-${MERIT_HOME:-$HOME/.cache/merit}/test-server}/llama-cpp-python-<version>/bin/
+#   ${MERIT_TEST_SERVER_DIR:-${MERIT_HOME:-$HOME/.cache/merit}/test-server}/llama-cpp-python-<version>-native-noamx/bin/
 # and a second run only prints its path. The last line printed is always the binary's path.
 # Needs: python3 with pip, cmake, a C++17 compiler (Debian: cmake g++). Cold build on 2 cores:
 # about 10 minutes.
@@ -19,7 +19,8 @@ set -euo pipefail
 
 VERSION="${MERIT_LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 ROOT="${MERIT_TEST_SERVER_DIR:-${MERIT_HOME:-$HOME/.cache/merit}/test-server}"
-DEST="$ROOT/llama-cpp-python-$VERSION"
+# The build flags are part of the name: a binary built with other flags is not reused.
+DEST="$ROOT/llama-cpp-python-$VERSION-native-noamx"
 BIN="$DEST/bin/llama-server"
 BENCH="$DEST/bin/llama-batched-bench"
 
@@ -46,11 +47,18 @@ tar -xzf "$WORK/llama_cpp_python-$VERSION.tar.gz" -C "$WORK"
 SRC="$WORK/llama_cpp_python-$VERSION/vendor/llama.cpp"
 [ -f "$SRC/tools/server/server.cpp" ] || { echo "setup-test-server: no server sources in $SRC" >&2; exit 1; }
 
+# Compiled for this CPU as merit's embedded llama.cpp is (.cargo/config.toml), AMX excepted:
+# ggml's AMX kernels crash on the Sapphire Rapids machines here (ggml-org/llama.cpp#20824).
+# GGML_NATIVE=ON would add its own -march=native after these flags and bring AMX back.
+NATIVE_FLAGS="-march=native -mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+
 echo "== configuring llama.cpp (server only)" >&2
 cmake -S "$SRC" -B "$WORK/build" \
   -DCMAKE_BUILD_TYPE=Release \
   -DBUILD_SHARED_LIBS=OFF \
-  -DGGML_NATIVE=ON \
+  -DGGML_NATIVE=OFF \
+  -DCMAKE_C_FLAGS="$NATIVE_FLAGS" \
+  -DCMAKE_CXX_FLAGS="$NATIVE_FLAGS" \
   -DLLAMA_BUILD_TESTS=OFF \
   -DLLAMA_BUILD_EXAMPLES=OFF \
   -DLLAMA_BUILD_TOOLS=ON \

@@ -43,7 +43,7 @@ fn server_binary() -> Option<PathBuf> {
             .map(|base| base.join("test-server"))
     })?;
     let built = root
-        .join(format!("llama-cpp-python-{SERVER_VERSION}"))
+        .join(format!("llama-cpp-python-{SERVER_VERSION}-native-noamx"))
         .join("bin")
         .join("llama-server");
     if built.is_file() {
