@@ -50,13 +50,20 @@ SRC="$WORK/llama_cpp_python-$VERSION/vendor/llama.cpp"
 # Compiled for this CPU as merit's embedded llama.cpp is (.cargo/config.toml), AMX excepted:
 # ggml's AMX kernels crash on the Sapphire Rapids machines here (ggml-org/llama.cpp#20824).
 # GGML_NATIVE=ON would add its own -march=native after these flags and bring AMX back.
-NATIVE_FLAGS="-march=native -mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+# Elsewhere (ARM) these x86 flags do not exist: GGML_NATIVE=ON does the same job there.
+if [ "$(uname -m)" = x86_64 ]; then
+  NATIVE=OFF
+  NATIVE_FLAGS="-march=native -mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+else
+  NATIVE=ON
+  NATIVE_FLAGS=""
+fi
 
 echo "== configuring llama.cpp (server only)" >&2
 cmake -S "$SRC" -B "$WORK/build" \
   -DCMAKE_BUILD_TYPE=Release \
   -DBUILD_SHARED_LIBS=OFF \
-  -DGGML_NATIVE=OFF \
+  -DGGML_NATIVE="$NATIVE" \
   -DCMAKE_C_FLAGS="$NATIVE_FLAGS" \
   -DCMAKE_CXX_FLAGS="$NATIVE_FLAGS" \
   -DLLAMA_BUILD_TESTS=OFF \
