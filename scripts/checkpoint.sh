@@ -49,7 +49,7 @@ case ${1:-} in
       gzip -9n < "$tmp.tar" > "$tmp"
       rm -f "$tmp.tar"
     }
-    snapshot . runs --exclude='runs/*/merit' --exclude='runs/pins/*/merit' --exclude='runs/repair-dev/*/memory' \
+    snapshot . runs --exclude='runs/*/merit' --exclude='runs/pins/*/merit' --exclude='runs/repair-dev/*/memory' --exclude='runs/repair-calibration*/*/memory' \
       --exclude='runs/*.log'
     mv "$tmp" "$ARCHIVE"
     echo "saved $(du -h "$ARCHIVE" | cut -f1) to $ARCHIVE"

@@ -2,7 +2,8 @@
 # Calibration of the repair aids (issue 16) on a fixed slice of Spider *train*, never dev.
 #
 # Each configuration is one `merit run` of the Iterative method (no memory: the aids are
-# method-neutral, so they are chosen where only they can make a difference) on the same
+# method-neutral, so they are chosen where only they can make a difference; a configuration
+# with the `merit` part runs Iterative and MERIT, for the memory's own options) on the same
 # questions, with the same shared initial predictions (the default 0.5B model writes them;
 # the reply cache shares them between configurations). Resumable: run it again after a kill
 # and every configuration continues where it stopped; finished ones only rewrite their report.
@@ -23,7 +24,16 @@ RESULTS=${RESULTS:-docs/results/repair/calibration}
 BIG=qwen2.5-coder-1.5b-instruct
 # Configurations, in the order they run: each aid alone, then combinations. Names: `big` =
 # the 1.5B model writes the repairs, `guard` = --repeat-guard, `hints` = --hints schema,values,
-# `grammar` = --grammar, `fresh` = --layout fresh; `paper` = none of them.
+# `grammar` = --grammar, `fresh` = --layout fresh; `paper` = none of them. `merit` = the
+# methods are Iterative and MERIT (else Iterative alone), `change` = --precedents change.
+#
+# The memory calibration (MERIT's precedent view, after the interim dev result of
+# docs/results/repair/README.md showed the 1.5B repairer copying precedent queries) runs the
+# same way on a longer slice, so that memory has a stream to fill:
+#   LIMIT=150 RUNS=runs/repair-calibration-memory \
+#   RESULTS=docs/results/repair/calibration/memory-150 \
+#   CONFIGS="merit-big-fresh-guard-hints-grammar merit-big-fresh-guard-hints-grammar-change" \
+#   scripts/repair-calibration.sh
 CONFIGS=${CONFIGS:-paper guard hints grammar fresh big-paper guard-hints-grammar fresh-guard-hints-grammar big-guard-hints big-fresh-guard-hints-grammar}
 
 options() {
@@ -37,10 +47,19 @@ options() {
       hints) out+=" --hints schema,values" ;;
       grammar) out+=" --grammar" ;;
       fresh) out+=" --layout fresh" ;;
+      merit) ;;
+      change) out+=" --precedents change" ;;
       *) echo "unknown part $part of configuration $config" >&2; exit 2 ;;
     esac
   done
   echo "$out"
+}
+
+methods() {
+  case "-$1-" in
+    *-merit-*) echo iterative,merit ;;
+    *) echo iterative ;;
+  esac
 }
 
 mkdir -p "$RUNS" "$RESULTS"
@@ -48,7 +67,7 @@ for config in $CONFIGS; do
   dir="$RUNS/$config"
   # shellcheck disable=SC2046
   common=(--dataset spider --split train --data "$SPIDER" --db-dir "$SPIDER/database"
-    --methods iterative --seeds 0 --k "$K" --limit "$LIMIT" $(options "$config"))
+    --methods "$(methods "$config")" --seeds 0 --k "$K" --limit "$LIMIT" $(options "$config"))
   echo "== $(date -u +%H:%M:%S) $config: merit run ${common[*]}"
   started=$SECONDS
   if [ -f "$dir/manifest.json" ]; then

@@ -21,7 +21,7 @@ use merit_models::cache::{CachedChat, CachedEmbedder, ReplyStore};
 use merit_models::openai::{OpenAiChat, OpenAiConfig, OpenAiEmbedder};
 use merit_repair::hints::HintKinds;
 use merit_repair::prompts::initial::schema_from_database;
-use merit_repair::repair::{RepairAids, RepairLayout};
+use merit_repair::repair::{PrecedentView, RepairAids, RepairLayout};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -54,6 +54,15 @@ pub enum LayoutArg {
     Paper,
     /// Ask afresh: the feedback of earlier attempts without their SQL.
     Fresh,
+}
+
+/// Views of a retrieved precedent on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PrecedentArg {
+    /// The paper's: the earlier failing SQL, its feedback and the change.
+    Full,
+    /// The feedback and the change, without the earlier failing SQL.
+    Change,
 }
 
 /// Hints on the command line.
@@ -153,6 +162,11 @@ pub struct RunArgs {
     /// (the feedback of earlier attempts without their SQL).
     #[arg(long, value_enum, default_value = "paper")]
     pub layout: LayoutArg,
+    /// How much of each retrieved precedent a repair request shows (methods with memory):
+    /// full (the paper's: the earlier failing SQL, its feedback and the change) or change
+    /// (the same without the earlier failing SQL, which a small model tends to copy).
+    #[arg(long, value_enum, default_value = "full")]
+    pub precedents: PrecedentArg,
     /// Repair aid: decode repairs under a grammar that allows only the database's table and
     /// column names, SQL keywords and short aliases (embedded model; llama.cpp servers).
     #[arg(long)]
@@ -201,6 +215,10 @@ impl RunArgs {
                 LayoutArg::Fresh => RepairLayout::Fresh,
             },
             grammar: self.grammar,
+            precedents: match self.precedents {
+                PrecedentArg::Full => PrecedentView::Full,
+                PrecedentArg::Change => PrecedentView::Change,
+            },
         }
     }
 }

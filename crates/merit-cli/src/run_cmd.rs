@@ -1,7 +1,9 @@
 //! `merit run` and `merit demo`: MERIT repair experiments over a benchmark (the wiring is in
 //! [`crate::experiment`], the experiment itself in `merit_lab::experiment`).
 
-use crate::experiment::{run_experiment, DatasetArg, HintArg, LayoutArg, RunArgs, SplitArg};
+use crate::experiment::{
+    run_experiment, DatasetArg, HintArg, LayoutArg, PrecedentArg, RunArgs, SplitArg,
+};
 use crate::models::RUN_CONTEXT_SIZE;
 use anyhow::{bail, Result};
 use clap::Args;
@@ -111,6 +113,9 @@ fn demo_run_args(args: DemoArgs, data: PathBuf, db_dir: PathBuf) -> RunArgs {
             LayoutArg::Fresh
         },
         grammar: !args.paper_setting,
+        // The paper's precedent view until the train calibration of `--precedents` is in
+        // (docs/results/repair/calibration/memory-150).
+        precedents: PrecedentArg::Full,
         repair_model: (!args.paper_setting).then(|| DEMO_REPAIR_MODEL.to_string()),
         repair_model_path: args.repair_model_path,
         context_size: RUN_CONTEXT_SIZE,

@@ -182,6 +182,7 @@ impl Service {
                     values: config.hints,
                 },
                 grammar: config.grammar,
+                ..RepairAids::default()
             },
             ..LiveConfig::default()
         };

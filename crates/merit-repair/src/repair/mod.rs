@@ -17,11 +17,11 @@ use merit_core::episode::{normalize_attempt_sql, AttemptAids, AttemptRecord, Epi
 use merit_core::failure::{Classification, FailureType};
 use merit_core::model::{ChatMessage, ChatModel, ChatRequest, Decoding, ModelError};
 use merit_core::{Benchmark, Feedback, Status};
-pub use prompt::RepairLayout;
 use prompt::{
     reflection_prompt, reflection_version, repair_prompt, repair_version, repeat_note,
     RepairPromptInput,
 };
+pub use prompt::{PrecedentView, RepairLayout};
 
 /// A question as the agent may see it: no gold SQL in this type.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -210,6 +210,10 @@ pub struct RepairAids {
     pub grammar: bool,
     /// Layout of the repair request.
     pub layout: RepairLayout,
+    /// How much of each retrieved precedent the request shows (methods without memory show
+    /// none, so this changes nothing for them). Left out of manifests when it is the paper's.
+    #[serde(default, skip_serializing_if = "PrecedentView::is_full")]
+    pub precedents: PrecedentView,
 }
 
 impl RepairAids {
@@ -235,6 +239,9 @@ impl RepairAids {
         }
         if self.grammar {
             parts.push("grammar".into());
+        }
+        if !self.precedents.is_full() {
+            parts.push(format!("{}-precedents", self.precedents.name()));
         }
         parts.join("+")
     }
@@ -418,6 +425,7 @@ pub fn run_episode(
                 schema,
                 attempts: &views,
                 precedents: &precedents,
+                precedent_view: settings.aids.precedents,
                 reflections: &reflections,
                 hints: &hints,
                 layout: settings.aids.layout,

@@ -14,6 +14,8 @@ const REPAIR: &str = include_str!("../../prompts/repair.txt");
 const REFLECTION: &str = include_str!("../../prompts/reflection.txt");
 const MEMORY_POSITIVE: &str = include_str!("../../prompts/memory_positive.txt");
 const MEMORY_NEGATIVE: &str = include_str!("../../prompts/memory_negative.txt");
+const MEMORY_POSITIVE_CHANGE: &str = include_str!("../../prompts/memory_positive_change.txt");
+const MEMORY_NEGATIVE_CHANGE: &str = include_str!("../../prompts/memory_negative_change.txt");
 const HISTORY_ENTRY: &str = include_str!("../../prompts/history_entry.txt");
 const EVIDENCE_BLOCK: &str = include_str!("../../prompts/evidence_block.txt");
 const REPAIR_FRESH: &str = include_str!("../../prompts/repair_fresh.txt");
@@ -44,6 +46,36 @@ impl RepairLayout {
             RepairLayout::Paper => "paper",
             RepairLayout::Fresh => "fresh",
         }
+    }
+}
+
+/// How much of each retrieved precedent the repair request shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PrecedentView {
+    /// The paper's precedent: the earlier question, its failing SQL, the feedback it got and
+    /// the clause-level change Δ.
+    #[default]
+    Full,
+    /// The same without the earlier failing SQL: the question, the feedback and Δ. In the dev
+    /// run's logs the 1.5B repairer copied whole precedent queries (their tables, joins, even
+    /// an odd alias of a negative entry) into its answer to a different question; Δ alone
+    /// carries the direction of the fix as fragments rather than as a query to copy.
+    Change,
+}
+
+impl PrecedentView {
+    /// The kebab-case name used on the command line and in manifests.
+    pub fn name(self) -> &'static str {
+        match self {
+            PrecedentView::Full => "full",
+            PrecedentView::Change => "change",
+        }
+    }
+
+    /// `true` for the paper's view (kept out of manifests, so older run folders still match).
+    pub fn is_full(&self) -> bool {
+        *self == PrecedentView::Full
     }
 }
 
@@ -124,10 +156,16 @@ pub fn render_history(attempts: &[AttemptView]) -> String {
 }
 
 /// Retrieved precedents of one polarity, in retrieval order.
-pub fn render_precedents(precedents: &[Precedent], polarity: PrecedentPolarity) -> String {
-    let template = match polarity {
-        PrecedentPolarity::Positive => MEMORY_POSITIVE,
-        PrecedentPolarity::Negative => MEMORY_NEGATIVE,
+pub fn render_precedents(
+    precedents: &[Precedent],
+    polarity: PrecedentPolarity,
+    view: PrecedentView,
+) -> String {
+    let template = match (polarity, view) {
+        (PrecedentPolarity::Positive, PrecedentView::Full) => MEMORY_POSITIVE,
+        (PrecedentPolarity::Negative, PrecedentView::Full) => MEMORY_NEGATIVE,
+        (PrecedentPolarity::Positive, PrecedentView::Change) => MEMORY_POSITIVE_CHANGE,
+        (PrecedentPolarity::Negative, PrecedentView::Change) => MEMORY_NEGATIVE_CHANGE,
     };
     let rendered: Vec<String> = precedents
         .iter()
@@ -167,6 +205,8 @@ pub struct RepairPromptInput<'a> {
     pub attempts: &'a [AttemptView],
     /// Retrieved precedents (both polarities).
     pub precedents: &'a [Precedent],
+    /// How much of each precedent to show.
+    pub precedent_view: PrecedentView,
     /// Reflections generated so far in this episode (Reflexion-style only).
     pub reflections: &'a [String],
     /// Hints from the database about the current attempt's failure (empty: no section).
@@ -231,8 +271,16 @@ pub fn repair_prompt(question: &QuestionView, input: &RepairPromptInput<'_>) -> 
             .collect::<Vec<_>>()
             .join("\n")
     };
-    let positive = render_precedents(input.precedents, PrecedentPolarity::Positive);
-    let negative = render_precedents(input.precedents, PrecedentPolarity::Negative);
+    let positive = render_precedents(
+        input.precedents,
+        PrecedentPolarity::Positive,
+        input.precedent_view,
+    );
+    let negative = render_precedents(
+        input.precedents,
+        PrecedentPolarity::Negative,
+        input.precedent_view,
+    );
     if input.layout == RepairLayout::Fresh {
         let hints = if input.hints.is_empty() {
             NONE.to_string()

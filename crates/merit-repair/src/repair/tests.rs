@@ -286,6 +286,34 @@ fn the_budget_k_is_respected_and_an_unsolved_episode_finalizes_as_failed() {
     );
 }
 
+/// A positive and a negative precedent from another database.
+fn two_precedents() -> Vec<Precedent> {
+    vec![
+        Precedent {
+            id: "pos-1".into(),
+            polarity: PrecedentPolarity::Positive,
+            failure_type: FailureType::SchemaLinking,
+            db_id: "pets_1".into(),
+            question: "How many pets?".into(),
+            failing_sql: "SELECT count(*) FROM pet".into(),
+            status: "execution_error".into(),
+            error: Some("no such table: pet".into()),
+            delta: "FROM: removed pet; added pets".into(),
+        },
+        Precedent {
+            id: "neg-1".into(),
+            polarity: PrecedentPolarity::Negative,
+            failure_type: FailureType::SchemaLinking,
+            db_id: "pets_1".into(),
+            question: "Oldest pet?".into(),
+            failing_sql: "SELECT max(ag) FROM pets".into(),
+            status: "execution_error".into(),
+            error: Some("no such column: ag".into()),
+            delta: "SELECT: removed max(ag); added max(age_years)".into(),
+        },
+    ]
+}
+
 #[test]
 fn prompts_show_feedback_history_and_precedents_but_never_the_gold() {
     let model = ScriptedModel::new(&["SELECT count(name) FROM singer", GOLD]);
@@ -295,30 +323,7 @@ fn prompts_show_feedback_history_and_precedents_but_never_the_gold() {
         Some("no such column: nme"),
     )]);
     let mut memory = RecordingMemory {
-        precedents: vec![
-            Precedent {
-                id: "pos-1".into(),
-                polarity: PrecedentPolarity::Positive,
-                failure_type: FailureType::SchemaLinking,
-                db_id: "pets_1".into(),
-                question: "How many pets?".into(),
-                failing_sql: "SELECT count(*) FROM pet".into(),
-                status: "execution_error".into(),
-                error: Some("no such table: pet".into()),
-                delta: "FROM: removed pet; added pets".into(),
-            },
-            Precedent {
-                id: "neg-1".into(),
-                polarity: PrecedentPolarity::Negative,
-                failure_type: FailureType::SchemaLinking,
-                db_id: "pets_1".into(),
-                question: "Oldest pet?".into(),
-                failing_sql: "SELECT max(ag) FROM pets".into(),
-                status: "execution_error".into(),
-                error: Some("no such column: ag".into()),
-                delta: "SELECT: removed max(ag); added max(age_years)".into(),
-            },
-        ],
+        precedents: two_precedents(),
         ..RecordingMemory::default()
     };
     run(&model, &judge, &mut memory, false, "SELECT nme FROM singer");
@@ -546,6 +551,7 @@ const GUARD: RepairAids = RepairAids {
     },
     layout: RepairLayout::Paper,
     grammar: false,
+    precedents: PrecedentView::Full,
 };
 
 #[test]
@@ -708,4 +714,87 @@ fn the_grammar_aid_constrains_every_repair_call_of_the_episode() {
     let plain = ScriptedModel::new(&[GOLD]);
     run_with(GUARD, 7, &plain, &counting(&[]), "SELECT bad FROM t");
     assert_eq!(*plain.grammars.lock().unwrap(), vec![None]);
+}
+
+#[test]
+fn the_change_view_shows_each_precedent_without_its_failing_query() {
+    let judge = TableJudge::new(&[(
+        "SELECT nme FROM singer",
+        Status::ExecutionError,
+        Some("no such column: nme"),
+    )]);
+    let prompt_with = |precedents: PrecedentView| {
+        let model = ScriptedModel::new(&[GOLD]);
+        let settings = EpisodeSettings {
+            aids: RepairAids {
+                layout: RepairLayout::Fresh,
+                precedents,
+                ..RepairAids::default()
+            },
+            ..settings(false)
+        };
+        let mut memory = RecordingMemory {
+            precedents: two_precedents(),
+            ..RecordingMemory::default()
+        };
+        let deps = EpisodeDeps {
+            model: &model,
+            judge: &judge,
+            classifier: &StatusClassifier,
+            database_aids: None,
+        };
+        let record = run_episode(
+            &settings,
+            &deps,
+            &mut memory,
+            &question(),
+            SCHEMA,
+            "SELECT nme FROM singer",
+            0,
+        )
+        .unwrap();
+        assert!(record.repaired());
+        model.prompts().remove(0)
+    };
+    let full = prompt_with(PrecedentView::Full);
+    let change = prompt_with(PrecedentView::Change);
+    for prompt in [&full, &change] {
+        for shown in [
+            "[pos-1] failure type schema_linking, database pets_1",
+            "earlier question: How many pets?",
+            "change that made it correct: FROM: removed pet; added pets",
+            "change that was tried and still failed: SELECT: removed max(ag); added max(age_years)",
+            "feedback: execution_error (no such column: ag)",
+        ] {
+            assert!(prompt.contains(shown), "{shown} missing from\n{prompt}");
+        }
+    }
+    assert!(full.contains("failing SQL: SELECT count(*) FROM pet"));
+    assert!(full.contains("failing SQL: SELECT max(ag) FROM pets"));
+    assert!(!change.contains("failing SQL"), "{change}");
+    assert!(!change.contains("SELECT count(*) FROM pet"));
+    assert!(!change.contains("{{"));
+    let label = RepairAids {
+        layout: RepairLayout::Fresh,
+        precedents: PrecedentView::Change,
+        ..RepairAids::default()
+    }
+    .label();
+    assert_eq!(label, "fresh+change-precedents");
+}
+
+#[test]
+fn the_paper_precedent_view_stays_out_of_the_manifest() {
+    let paper = serde_json::to_value(RepairAids::default()).unwrap();
+    assert!(paper.get("precedents").is_none(), "{paper}");
+    // A manifest written before the option existed reads back as the paper's view.
+    let old: RepairAids = serde_json::from_value(paper).unwrap();
+    assert_eq!(old.precedents, PrecedentView::Full);
+    let change = RepairAids {
+        precedents: PrecedentView::Change,
+        ..RepairAids::default()
+    };
+    let json = serde_json::to_value(change).unwrap();
+    assert_eq!(json["precedents"], "change");
+    assert_eq!(serde_json::from_value::<RepairAids>(json).unwrap(), change);
 }
