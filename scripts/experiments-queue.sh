@@ -10,6 +10,8 @@
 #                  MERIT with the paper's precedent view against `--precedents change` (issue 16:
 #                  the interim dev result showed the 1.5B repairer copying precedent queries);
 #                  it goes before the rest of the dev run so that its answer is there first
+#   calibration-aliases  the same slice, Iterative with the plain grammar against
+#                  `--free-aliases` (the grammar's alias rule; a method-neutral aid)
 #   repair         scripts/repair-dev-run.sh        issue 16: the Spider dev repair run (pins its own binary)
 #   interact-main  scripts/interact-experiments.sh  issue 18, what it asks for: task sets at 60, the
 #                  main arms, the selectors, the baselines and Pass@k (STOP_AFTER=passk)
@@ -26,7 +28,8 @@
 # on two cores.
 #
 # Each model step runs a binary pinned in its own run folder when the step first starts
-# (scripts/pin-binary.sh: runs/repair-dev, runs/repair-calibration-memory, runs/interact, runs/pins/live-dev), for the reason the
+# (scripts/pin-binary.sh: runs/repair-dev, runs/repair-calibration-memory,
+# runs/repair-calibration-aliases, runs/interact, runs/pins/live-dev), for the reason the
 # dev run gives: target/release may be rebuilt and machines replaced while a step lasts, and a
 # resumed step must run the code it started with (the folder's source-commit names it, so
 # another machine builds the same code). A step not yet started takes main as it is then.
@@ -41,7 +44,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-STEPS=${STEPS:-calibration-memory repair interact-main live fuzz interact-rest}
+STEPS=${STEPS:-calibration-memory calibration-aliases repair interact-main live fuzz interact-rest}
 FUZZ_SECONDS=${FUZZ_SECONDS:-1800}
 FUZZ_LOG=${FUZZ_LOG:-docs/results/fuzz/runs.tsv}
 # Every target of the fuzz project unless named (listed when the fuzz step starts, so a
@@ -112,6 +115,10 @@ for step in $STEPS; do
       LIMIT=150 RUNS=runs/repair-calibration-memory RESULTS=docs/results/repair/calibration/memory-150 \
         CONFIGS="merit-big-fresh-guard-hints-grammar merit-big-fresh-guard-hints-grammar-change" \
         MERIT=$(scripts/pin-binary.sh runs/repair-calibration-memory) scripts/repair-calibration.sh ;;
+    calibration-aliases)
+      LIMIT=150 RUNS=runs/repair-calibration-aliases RESULTS=docs/results/repair/calibration/aliases-150 \
+        CONFIGS="big-fresh-guard-hints-grammar big-fresh-guard-hints-grammar-free" \
+        MERIT=$(scripts/pin-binary.sh runs/repair-calibration-aliases) scripts/repair-calibration.sh ;;
     repair) scripts/repair-dev-run.sh ;;
     live) MERIT=$(scripts/pin-binary.sh runs/pins/live-dev) scripts/live-dev-run.sh ;;
     interact-main) STOP_AFTER=passk MERIT=$(scripts/pin-binary.sh runs/interact) scripts/interact-experiments.sh ;;

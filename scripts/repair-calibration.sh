@@ -25,7 +25,8 @@ BIG=qwen2.5-coder-1.5b-instruct
 # Configurations, in the order they run: each aid alone, then combinations. Names: `big` =
 # the 1.5B model writes the repairs, `guard` = --repeat-guard, `hints` = --hints schema,values,
 # `grammar` = --grammar, `fresh` = --layout fresh; `paper` = none of them. `merit` = the
-# methods are Iterative and MERIT (else Iterative alone), `change` = --precedents change.
+# methods are Iterative and MERIT (else Iterative alone), `change` = --precedents change,
+# `free` = --free-aliases (with grammar: the grammar's free alias rule).
 #
 # The memory calibration (MERIT's precedent view, after the interim dev result of
 # docs/results/repair/README.md showed the 1.5B repairer copying precedent queries) runs the
@@ -49,6 +50,7 @@ options() {
       fresh) out+=" --layout fresh" ;;
       merit) ;;
       change) out+=" --precedents change" ;;
+      free) out+=" --free-aliases" ;;
       *) echo "unknown part $part of configuration $config" >&2; exit 2 ;;
     esac
   done

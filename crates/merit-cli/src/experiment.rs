@@ -19,6 +19,7 @@ use merit_lab::report::{build_report, render_markdown};
 use merit_lab::run::StreamSpec;
 use merit_models::cache::{CachedChat, CachedEmbedder, ReplyStore};
 use merit_models::openai::{OpenAiChat, OpenAiConfig, OpenAiEmbedder};
+use merit_repair::grammar::AliasRule;
 use merit_repair::hints::HintKinds;
 use merit_repair::prompts::initial::schema_from_database;
 use merit_repair::repair::{PrecedentView, RepairAids, RepairLayout};
@@ -171,6 +172,11 @@ pub struct RunArgs {
     /// column names, SQL keywords and short aliases (embedded model; llama.cpp servers).
     #[arg(long)]
     pub grammar: bool,
+    /// With `--grammar`: the name after `AS` may be any new identifier, and must end at
+    /// punctuation, a clause keyword or the end of the query (else the grammar splits an alias
+    /// such as `total_population` into known words, a syntax error).
+    #[arg(long, requires = "grammar")]
+    pub free_aliases: bool,
     /// Embedded chat model for the repairs (default: `--model`, which writes the shared initial
     /// predictions either way).
     #[arg(long)]
@@ -215,6 +221,11 @@ impl RunArgs {
                 LayoutArg::Fresh => RepairLayout::Fresh,
             },
             grammar: self.grammar,
+            grammar_aliases: if self.free_aliases {
+                AliasRule::Free
+            } else {
+                AliasRule::Listed
+            },
             precedents: match self.precedents {
                 PrecedentArg::Full => PrecedentView::Full,
                 PrecedentArg::Change => PrecedentView::Change,

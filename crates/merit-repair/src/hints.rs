@@ -760,7 +760,6 @@ pub struct DatabaseHints {
 struct Opened {
     database: Option<merit_sql::SqliteDatabase>,
     catalog: SchemaCatalog,
-    grammar: Option<String>,
 }
 
 impl std::fmt::Debug for DatabaseHints {
@@ -799,12 +798,7 @@ impl DatabaseHints {
             .as_ref()
             .and_then(|db| SchemaCatalog::read(db).ok())
             .unwrap_or_default();
-        let grammar = (!catalog.tables.is_empty()).then(|| crate::grammar::sql_grammar(&catalog));
-        let entry = std::sync::Arc::new(Opened {
-            database,
-            catalog,
-            grammar,
-        });
+        let entry = std::sync::Arc::new(Opened { database, catalog });
         opened.insert(db_id.to_string(), std::sync::Arc::clone(&entry));
         entry
     }
@@ -826,8 +820,12 @@ impl crate::repair::DatabaseAids for DatabaseHints {
         }
     }
 
-    fn sql_grammar(&self, db_id: &str) -> Option<String> {
-        self.open(db_id).grammar.clone()
+    fn sql_grammar(&self, db_id: &str, aliases: crate::grammar::AliasRule) -> Option<String> {
+        // Built on each call: microseconds for a catalog, against seconds for the model call
+        // it constrains.
+        let opened = self.open(db_id);
+        (!opened.catalog.tables.is_empty())
+            .then(|| crate::grammar::sql_grammar(&opened.catalog, aliases))
     }
 }
 

@@ -2,6 +2,7 @@
 
 use merit_core::Status;
 use merit_data::DatabaseDir;
+use merit_repair::grammar::AliasRule;
 use merit_repair::hints::{hints_for, DatabaseHints, HintKinds, SchemaCatalog};
 use merit_repair::repair::DatabaseAids;
 use merit_sql::{Database, SqliteDatabase};
@@ -175,6 +176,8 @@ fn the_hint_source_over_named_files_answers_for_those_names_only() {
         ALL,
     );
     assert_eq!(hints.len(), 1, "{hints:?}");
-    assert!(source.sql_grammar("airline_db").is_some());
-    assert!(source.sql_grammar("flight_2").is_none());
+    assert!(source
+        .sql_grammar("airline_db", AliasRule::Listed)
+        .is_some());
+    assert!(source.sql_grammar("flight_2", AliasRule::Free).is_none());
 }

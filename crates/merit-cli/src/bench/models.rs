@@ -197,7 +197,10 @@ fn bench_chat(args: &ModelsBenchArgs) -> Result<()> {
     if args.grammar {
         let catalog = merit_repair::hints::SchemaCatalog::read(&database)?;
         let mut constrained = request.clone();
-        constrained.decoding.grammar = Some(merit_repair::grammar::sql_grammar(&catalog));
+        constrained.decoding.grammar = Some(merit_repair::grammar::sql_grammar(
+            &catalog,
+            merit_repair::grammar::AliasRule::Listed,
+        ));
         let mut rates = Vec::new();
         let mut stats = CallStats::default();
         let mut text = String::new();

@@ -163,7 +163,8 @@ fn a_batched_real_model_run_replays_identically_from_the_cache() {
 }
 
 /// Every word of `sql` outside string literals and quotes is one the grammar allows: a SQL
-/// keyword, a table or column name of the database (any case), a number or a short alias.
+/// keyword, a table or column name of the database (any case), a number or a short alias, or
+/// (the free alias rule) a new name right after `AS`.
 fn only_allowed_words(sql: &str, names: &[String]) -> Result<(), String> {
     let mut outside = String::new();
     let mut quote: Option<char> = None;
@@ -175,10 +176,15 @@ fn only_allowed_words(sql: &str, names: &[String]) -> Result<(), String> {
             None => outside.push(c),
         }
     }
+    let mut after_as = false;
     for word in outside
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
         .filter(|w| !w.is_empty())
     {
+        let named = std::mem::replace(&mut after_as, word.eq_ignore_ascii_case("as"));
+        if named {
+            continue;
+        }
         let upper = word.to_uppercase();
         let alias = (word.len() == 1 && word.chars().all(|c| c.is_ascii_alphabetic()))
             || ((word.starts_with('t') || word.starts_with('T'))
@@ -195,8 +201,9 @@ fn only_allowed_words(sql: &str, names: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// Every repair aid at once on the real model: the run completes, records its aids, keeps the
-/// repairs inside the grammar, logs the hints it showed, and replays byte-identically.
+/// Every repair aid at once on the real model (the grammar with its free alias rule, which
+/// llama.cpp must accept): the run completes, records its aids, keeps the repairs inside the
+/// grammar, logs the hints it showed, and replays byte-identically.
 #[test]
 #[ignore = "needs the embedded chat model (merit models pull); run with --include-ignored, as CI does"]
 fn real_model_run_with_every_repair_aid_stays_in_the_grammar_and_replays() {
@@ -208,6 +215,7 @@ fn real_model_run_with_every_repair_aid_stays_in_the_grammar_and_replays() {
         "--hints",
         "schema,values",
         "--grammar",
+        "--free-aliases",
         "--layout",
         "fresh",
     ];
@@ -219,6 +227,7 @@ fn real_model_run_with_every_repair_aid_stays_in_the_grammar_and_replays() {
     let manifest: serde_json::Value = serde_json::from_str(&manifest).unwrap();
     assert_eq!(manifest["aids"]["repeat_guard"], true, "{manifest}");
     assert_eq!(manifest["aids"]["grammar"], true, "{manifest}");
+    assert_eq!(manifest["aids"]["grammar_aliases"], "free", "{manifest}");
     assert_eq!(manifest["aids"]["layout"], "fresh", "{manifest}");
     let database = merit_sql::SqliteDatabase::open(
         sample().join("database/concert_singer/concert_singer.sqlite"),

@@ -185,9 +185,9 @@ pub trait DatabaseAids: Sync {
         kinds: HintKinds,
     ) -> Vec<String>;
 
-    /// The decoding grammar of database `db_id` ([`crate::grammar::sql_grammar`]), or `None`
-    /// when its catalog cannot be read.
-    fn sql_grammar(&self, db_id: &str) -> Option<String>;
+    /// The decoding grammar of database `db_id` ([`crate::grammar::sql_grammar`]) with the
+    /// given alias rule, or `None` when its catalog cannot be read.
+    fn sql_grammar(&self, db_id: &str, aliases: crate::grammar::AliasRule) -> Option<String>;
 }
 
 /// The method-neutral repair aids of a run (issue 16). They are applied identically to every
@@ -208,6 +208,10 @@ pub struct RepairAids {
     /// llama.cpp's server) only.
     #[serde(default)]
     pub grammar: bool,
+    /// With `grammar`: how it treats the name after `AS` ([`crate::grammar::AliasRule`]).
+    /// Left out of manifests when it is the calibrated default.
+    #[serde(default, skip_serializing_if = "crate::grammar::AliasRule::is_listed")]
+    pub grammar_aliases: crate::grammar::AliasRule,
     /// Layout of the repair request.
     pub layout: RepairLayout,
     /// How much of each retrieved precedent the request shows (methods without memory show
@@ -239,6 +243,9 @@ impl RepairAids {
         }
         if self.grammar {
             parts.push("grammar".into());
+            if !self.grammar_aliases.is_listed() {
+                parts.push("free-aliases".into());
+            }
         }
         if !self.precedents.is_full() {
             parts.push(format!("{}-precedents", self.precedents.name()));
@@ -435,7 +442,7 @@ pub fn run_episode(
         if settings.aids.grammar {
             decoding.grammar = deps
                 .database_aids
-                .and_then(|aids| aids.sql_grammar(&question.db_id));
+                .and_then(|aids| aids.sql_grammar(&question.db_id, settings.aids.grammar_aliases));
         }
         let mut request = ChatRequest {
             messages: vec![ChatMessage::user(text)],

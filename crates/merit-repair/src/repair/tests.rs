@@ -500,8 +500,8 @@ impl DatabaseAids for EchoHints {
         vec![format!("hint for {db_id}: {}", error.unwrap_or("none"))]
     }
 
-    fn sql_grammar(&self, db_id: &str) -> Option<String> {
-        Some(format!("root ::= \"{db_id}\""))
+    fn sql_grammar(&self, db_id: &str, aliases: crate::grammar::AliasRule) -> Option<String> {
+        Some(format!("root ::= \"{db_id} {aliases:?}\""))
     }
 }
 
@@ -551,6 +551,7 @@ const GUARD: RepairAids = RepairAids {
     },
     layout: RepairLayout::Paper,
     grammar: false,
+    grammar_aliases: crate::grammar::AliasRule::Listed,
     precedents: PrecedentView::Full,
 };
 
@@ -710,10 +711,28 @@ fn the_grammar_aid_constrains_every_repair_call_of_the_episode() {
     );
     assert!(grammars
         .iter()
-        .all(|g| g.as_deref() == Some("root ::= \"concert_singer\"")));
+        .all(|g| g.as_deref() == Some("root ::= \"concert_singer Listed\"")));
     let plain = ScriptedModel::new(&[GOLD]);
     run_with(GUARD, 7, &plain, &counting(&[]), "SELECT bad FROM t");
     assert_eq!(*plain.grammars.lock().unwrap(), vec![None]);
+    // The alias rule travels to the grammar, and into the label and the manifest.
+    let free = RepairAids {
+        grammar_aliases: crate::grammar::AliasRule::Free,
+        ..aids
+    };
+    let model = ScriptedModel::new(&[GOLD]);
+    run_with(free, 7, &model, &counting(&[]), "SELECT bad FROM t");
+    assert_eq!(
+        *model.grammars.lock().unwrap(),
+        vec![Some("root ::= \"concert_singer Free\"".to_string())]
+    );
+    assert_eq!(free.label(), "paper+repeat-guard+grammar+free-aliases");
+    let json = serde_json::to_value(free).unwrap();
+    assert_eq!(json["grammar_aliases"], "free");
+    assert!(serde_json::to_value(aids)
+        .unwrap()
+        .get("grammar_aliases")
+        .is_none());
 }
 
 #[test]
