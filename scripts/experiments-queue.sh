@@ -16,9 +16,10 @@
 #   interact-main  scripts/interact-experiments.sh  issue 18, what it asks for: task sets at 60, the
 #                  main arms, the selectors, the baselines and Pass@k (STOP_AFTER=passk)
 #   live           scripts/live-dev-run.sh          issue 20: the live-mode experiment's arms
-#   fuzz           every fuzz target until it has FUZZ_SECONDS of fuzzing in all (issue 22), logged
-#                  to docs/results/fuzz/runs.tsv (date, target, seconds fuzzing, inputs run, exit
-#                  status; the build is not counted)
+#   fuzz           scripts/fuzz-all.sh: every fuzz target until it has FUZZ_SECONDS of CPU time
+#                  in all (issue 22), logged to docs/results/fuzz/runs.tsv (date, target, CPU
+#                  seconds, wall seconds, inputs run, exit status; the build is not counted).
+#                  Targets fuzzed earlier on idle cycles beside the queue count (see that script)
 #   interact-rest  scripts/interact-experiments.sh to its end: the earlier ablations, retention
 #                  and retrieval-size arms regenerated at 60 tasks (what is done is skipped)
 #   interact       (not in the default) the whole interact script at once
@@ -65,49 +66,6 @@ trap 'kill $checkpointer 2>/dev/null || true; scripts/checkpoint.sh save || true
 # On a fresh machine (after `apt-get install -y cmake clang libclang-dev`) a pin is built again
 # from the commit it was first built from; the models are fetched on first use.
 
-# Seconds target $1 has run so far, from the fuzz log.
-fuzzed() {
-  if [ -f "$FUZZ_LOG" ]; then
-    awk -F'\t' -v t="$1" '$2 == t { s += $3 } END { print s + 0 }' "$FUZZ_LOG"
-  else
-    echo 0
-  fi
-}
-
-fuzz_all() {
-  mkdir -p "$(dirname "$FUZZ_LOG")"
-  [ -f "$FUZZ_LOG" ] || printf 'date\ttarget\tseconds\tinputs\texit\n' > "$FUZZ_LOG"
-  # A fresh machine has the nightly toolchain but not cargo-fuzz; without either the step is
-  # skipped with a message rather than ending the queue before the steps after it.
-  if ! cargo +nightly fuzz --version > /dev/null 2>&1 && ! cargo install --locked cargo-fuzz; then
-    echo "fuzz: no nightly toolchain or cargo-fuzz could not be installed; step skipped" >&2
-    return 0
-  fi
-  local targets=$FUZZ_TARGETS
-  [ -n "$targets" ] || targets=$(cd fuzz && cargo +nightly fuzz list)
-  for target in $targets; do
-    local have left started status output inputs
-    have=$(fuzzed "$target")
-    left=$((FUZZ_SECONDS - have))
-    [ "$left" -le 0 ] && continue
-    echo "== $(date -u +%FT%TZ) fuzz $target for ${left}s (${have}s so far)"
-    (cd fuzz && cargo +nightly fuzz build "$target")
-    output=$(mktemp)
-    started=$SECONDS
-    status=0
-    scripts/fuzz.sh "$target" "$left" 2>&1 | tee "$output" || status=${PIPESTATUS[0]}
-    # libFuzzer's closing line: "Done N runs in S second(s)".
-    inputs=$(sed -n 's/^Done \([0-9]*\) runs in.*/\1/p' "$output" | tail -n 1)
-    rm -f "$output"
-    # Only time actually spent is logged (append-only; a kill loses at most this run's line).
-    printf '%s\t%s\t%s\t%s\t%s\n' "$(date -u +%F)" "$target" "$((SECONDS - started))" \
-      "${inputs:-?}" "$status" >> "$FUZZ_LOG"
-    if [ "$status" -ne 0 ]; then
-      echo "fuzz $target exited $status: see fuzz/artifacts/$target/" >&2
-    fi
-  done
-}
-
 for step in $STEPS; do
   echo "== $(date -u +%FT%TZ) queue: $step"
   case $step in
@@ -123,7 +81,7 @@ for step in $STEPS; do
     live) MERIT=$(scripts/pin-binary.sh runs/pins/live-dev) scripts/live-dev-run.sh ;;
     interact-main) STOP_AFTER=passk MERIT=$(scripts/pin-binary.sh runs/interact) scripts/interact-experiments.sh ;;
     interact | interact-rest) MERIT=$(scripts/pin-binary.sh runs/interact) scripts/interact-experiments.sh ;;
-    fuzz) fuzz_all ;;
+    fuzz) FUZZ_SECONDS=$FUZZ_SECONDS FUZZ_LOG=$FUZZ_LOG FUZZ_TARGETS=$FUZZ_TARGETS scripts/fuzz-all.sh ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac
 done

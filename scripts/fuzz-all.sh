@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Fuzzes every target of fuzz/ (or FUZZ_TARGETS) until each has FUZZ_SECONDS of CPU time in
+# all (issue 22: at least 30 minutes a target), logging each run to FUZZ_LOG, append-only:
+#
+#   date  target  cpu_seconds  wall_seconds  inputs  exit
+#
+# CPU seconds, not wall seconds, are what count, so that the script can also run beside a
+# model run on idle cycles only and still log what the targets really got:
+#
+#   setsid nohup nice -n 19 env FUZZ_WALL_FACTOR=4 scripts/fuzz-all.sh >> runs/fuzz.log 2>&1 &
+#
+# (at nice 19 the fuzzer takes a core only when the model run leaves it idle). Each run lasts
+# at most FUZZ_CHUNK wall seconds and asks for FUZZ_WALL_FACTOR wall seconds per CPU second
+# still missing; runs repeat until the target's CPU total is reached. A kill loses at most the
+# current run's line; started again, the script goes on from the log. The experiments queue's
+# `fuzz` step runs this script with the defaults (alone on the machine, wall = CPU).
+#
+# A crash or hang is left in fuzz/artifacts/TARGET/ (the run's exit status is logged and the
+# script goes on with the next target): each becomes a regression test before it is fixed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+FUZZ_SECONDS=${FUZZ_SECONDS:-1800}
+FUZZ_LOG=${FUZZ_LOG:-docs/results/fuzz/runs.tsv}
+FUZZ_TARGETS=${FUZZ_TARGETS:-}
+FUZZ_CHUNK=${FUZZ_CHUNK:-1800}
+FUZZ_WALL_FACTOR=${FUZZ_WALL_FACTOR:-1}
+
+# CPU seconds target $1 has had so far, from the log.
+fuzzed() {
+  awk -F'\t' -v t="$1" '$2 == t { s += $3 } END { printf "%d\n", s }' "$FUZZ_LOG"
+}
+
+mkdir -p "$(dirname "$FUZZ_LOG")"
+[ -f "$FUZZ_LOG" ] || printf 'date\ttarget\tcpu_seconds\twall_seconds\tinputs\texit\n' > "$FUZZ_LOG"
+# A fresh machine has the nightly toolchain but not cargo-fuzz; without either the step is
+# skipped with a message (exit 0) rather than ending the queue before the steps after it.
+if ! cargo +nightly fuzz --version > /dev/null 2>&1 && ! cargo install --locked cargo-fuzz; then
+  echo "fuzz: no nightly toolchain or cargo-fuzz could not be installed; skipped" >&2
+  exit 0
+fi
+targets=$FUZZ_TARGETS
+[ -n "$targets" ] || targets=$(cd fuzz && cargo +nightly fuzz list)
+for target in $targets; do
+  while :; do
+    have=$(fuzzed "$target")
+    left=$((FUZZ_SECONDS - have))
+    [ "$left" -le 0 ] && break
+    wall=$((left * FUZZ_WALL_FACTOR))
+    [ "$wall" -gt "$FUZZ_CHUNK" ] && wall=$FUZZ_CHUNK
+    [ "$wall" -lt 60 ] && wall=60
+    echo "== $(date -u +%FT%TZ) fuzz $target for ${wall}s wall (${have}s CPU so far)"
+    (cd fuzz && cargo +nightly fuzz build "$target")
+    output=$(mktemp)
+    times=$(mktemp)
+    started=$SECONDS
+    status=0
+    # GNU time reports the CPU time of the fuzzer and everything it waited for.
+    /usr/bin/time -f '%U %S' -o "$times" scripts/fuzz.sh "$target" "$wall" > "$output" 2>&1 ||
+      status=$?
+    tail -n 5 "$output"
+    # libFuzzer's closing line: "Done N runs in S second(s)".
+    inputs=$(sed -n 's/^Done \([0-9]*\) runs in.*/\1/p' "$output" | tail -n 1)
+    cpu=$(awk 'END { printf "%d\n", $1 + $2 }' "$times")
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%F)" "$target" "$cpu" "$((SECONDS - started))" \
+      "${inputs:-?}" "$status" >> "$FUZZ_LOG"
+    rm -f "$output" "$times"
+    if [ "$status" -ne 0 ]; then
+      echo "fuzz $target exited $status: see fuzz/artifacts/$target/" >&2
+      break
+    fi
+  done
+done
