@@ -19,6 +19,12 @@ pub struct ReportArgs {
     /// Print the JSON report to stdout instead of the Markdown tables.
     #[arg(long)]
     json: bool,
+    /// One suffix per run directory, comma-separated, appended to the method names of that
+    /// run's episodes (`+SUFFIX`; empty leaves them as they are). Runs of one method in two
+    /// settings, e.g. `merit report full change --suffixes ,change`, then compare paired in
+    /// Table 2 (`merit` against `merit+change`) instead of merging into one method.
+    #[arg(long, value_delimiter = ',')]
+    suffixes: Vec<String>,
 }
 
 /// Reads every episode log of a run directory, in file-name order: `*.jsonl` as `merit run`
@@ -85,9 +91,25 @@ fn read_compressed_log(path: &Path) -> Result<Vec<EpisodeRecord>> {
 }
 
 pub fn run(args: ReportArgs) -> Result<()> {
+    if !args.suffixes.is_empty() && args.suffixes.len() != args.runs.len() {
+        bail!(
+            "--suffixes gives {} suffixes for {} run directories (give one per run; empty for none)",
+            args.suffixes.len(),
+            args.runs.len()
+        );
+    }
     let mut episodes = Vec::new();
-    for dir in &args.runs {
-        episodes.extend(load_run(dir)?);
+    for (index, dir) in args.runs.iter().enumerate() {
+        let mut run = load_run(dir)?;
+        match args.suffixes.get(index).map(|s| s.trim()) {
+            Some(suffix) if !suffix.is_empty() => {
+                for episode in &mut run {
+                    episode.method = format!("{}+{suffix}", episode.method);
+                }
+            }
+            _ => {}
+        }
+        episodes.extend(run);
     }
     if episodes.is_empty() {
         bail!("no finished episodes in {:?}", args.runs);

@@ -123,6 +123,46 @@ fn report_prints_the_tables_and_writes_identical_files_twice() {
     assert_eq!(json["questions"], 30);
 }
 
+/// Two runs of the same methods in different settings, told apart by suffixes: the second
+/// run's MERIT is another method to Table 2, compared paired with the first run's.
+#[test]
+fn suffixes_keep_two_settings_of_one_method_apart() {
+    let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    write_run(first.path());
+    write_run(second.path());
+    let report = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_merit"))
+            .arg("report")
+            .arg(first.path())
+            .arg(second.path())
+            .args(extra)
+            .arg("--out")
+            .arg(first.path().join("combined"))
+            .output()
+            .unwrap()
+    };
+    let output = report(&["--suffixes", ",change"]);
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        text.contains("| merit+change | 3 | 60.00 ± 0.00 |"),
+        "{text}"
+    );
+    assert!(text.contains("| merit+change | +0.00 |"), "{text}");
+    assert!(text.contains("| iterative+change | +20.00 |"), "{text}");
+    let output = report(&["--suffixes", "change"]);
+    assert!(!output.status.success());
+    let error = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        error.contains("--suffixes gives 1 suffixes for 2 run directories"),
+        "{error}"
+    );
+}
+
 /// Committed results keep their logs gzip-compressed: the report reads them to the same tables.
 #[test]
 fn compressed_logs_give_the_same_report_and_a_bad_one_a_clear_error() {
