@@ -46,6 +46,15 @@ for entry in $PLAN; do
   case $name in
     chosen) read -r -a extra <<< "$MODELS $CHOSEN" ;;
     paper) read -r -a extra <<< "$MODELS" ;;
+    # Post-hoc arms (not pre-registered; chosen after the interim dev result, on train): the
+    # chosen configuration with one more option. Run them in their own folder with a binary
+    # that has the option, and report them paired with the pre-registered run:
+    #   RUNS=runs/repair-dev-posthoc RESULTS=docs/results/repair/dev-posthoc PLAN=change:merit \
+    #     scripts/repair-dev-run.sh
+    #   merit report docs/results/repair/dev/chosen docs/results/repair/dev-posthoc/change \
+    #     --suffixes ,change
+    change) read -r -a extra <<< "$MODELS $CHOSEN --precedents change" ;;
+    free) read -r -a extra <<< "$MODELS $CHOSEN --free-aliases" ;;
     *) echo "unknown run $name" >&2; exit 2 ;;
   esac
   dir="$RUNS/$name"
