@@ -37,14 +37,19 @@ CHOSEN=${CHOSEN:---layout fresh --repeat-guard --hints schema,values --grammar}
 # three seeds carry the paired comparison.
 # MERIT runs before Dynamic-RAG: streams run one after another in method order, and
 # Iterative against MERIT is the comparison the run is for, so it is complete first.
-PLAN=${PLAN:-chosen:iterative,merit,dynamic-rag paper:iterative,merit:0}
+# After the pre-registered runs, one post-hoc ablation (`ablation`: the chosen configuration,
+# its own folder): MERIT without negative memory (the paper's Table 4 ablation), seed 0. The
+# interim logs showed 10-15% of MERIT's revisions copying a retrieved precedent's SQL (1-2% of
+# Iterative's at the same steps against the same precedents), mostly the failed queries of
+# negative entries; this arm measures what negative memory costs or brings here.
+PLAN=${PLAN:-chosen:iterative,merit,dynamic-rag paper:iterative,merit:0 ablation:merit-positive-only:0}
 
 mkdir -p "$RUNS" "$RESULTS"
 for entry in $PLAN; do
   IFS=: read -r name methods seeds <<< "$entry"
   seeds=${seeds:-$SEEDS}
   case $name in
-    chosen) read -r -a extra <<< "$MODELS $CHOSEN" ;;
+    chosen | ablation) read -r -a extra <<< "$MODELS $CHOSEN" ;;
     paper) read -r -a extra <<< "$MODELS" ;;
     # Post-hoc arms (not pre-registered; chosen after the interim dev result, on train): the
     # chosen configuration with one more option. Run them in their own folder with a binary
