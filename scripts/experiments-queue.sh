@@ -10,9 +10,10 @@
 #                  MERIT with the paper's precedent view against `--precedents change` (issue 16:
 #                  the interim dev result showed the 1.5B repairer copying precedent queries);
 #                  it goes before the rest of the dev run so that its answer is there first
-#   calibration-aliases  the same slice, Iterative with the plain grammar against
-#                  `--free-aliases` (the grammar's alias rule; a method-neutral aid)
 #   repair         scripts/repair-dev-run.sh        issue 16: the Spider dev repair run (pins its own binary)
+#   calibration-aliases  the calibration slice again, Iterative with the plain grammar against
+#                  `--free-aliases` (the grammar's alias rule, a method-neutral aid for the
+#                  product's defaults; the dev run keeps the configuration it was fixed with)
 #   interact-main  scripts/interact-experiments.sh  issue 18, what it asks for: task sets at 60, the
 #                  main arms, the selectors, the baselines and Pass@k (STOP_AFTER=passk)
 #   live           scripts/live-dev-run.sh          issue 20: the live-mode experiment's arms
@@ -45,7 +46,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-STEPS=${STEPS:-calibration-memory calibration-aliases repair interact-main live fuzz interact-rest}
+STEPS=${STEPS:-calibration-memory repair calibration-aliases interact-main live fuzz interact-rest}
 FUZZ_SECONDS=${FUZZ_SECONDS:-1800}
 FUZZ_LOG=${FUZZ_LOG:-docs/results/fuzz/runs.tsv}
 # Every target of the fuzz project unless named (listed when the fuzz step starts, so a
