@@ -558,6 +558,26 @@ mod tests {
         assert!(train.iter().all(|q| schemas.contains_key(&q.db_id)));
     }
 
+    /// `--free-aliases` refines `--grammar` and is refused without it; with it, the aids
+    /// carry the free alias rule.
+    #[test]
+    fn free_aliases_need_the_grammar() {
+        let base = ["run", "--data", "d", "--db-dir", "d", "--out", "o"];
+        let alone = Wrapper::try_parse_from(base.iter().chain(&["--free-aliases"]));
+        assert!(alone.is_err());
+        let with = Wrapper::try_parse_from(base.iter().chain(&["--grammar", "--free-aliases"]))
+            .expect("the arguments parse")
+            .run
+            .aids();
+        assert!(with.grammar);
+        assert_eq!(with.grammar_aliases, AliasRule::Free);
+        let plain = Wrapper::try_parse_from(base.iter().chain(&["--grammar"]))
+            .expect("the arguments parse")
+            .run
+            .aids();
+        assert_eq!(plain.grammar_aliases, AliasRule::Listed);
+    }
+
     /// Every method `merit run --help` names is one `merit run` accepts.
     #[test]
     fn every_method_in_the_help_is_accepted() {
