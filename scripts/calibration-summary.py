@@ -6,7 +6,7 @@ Usage: scripts/calibration-summary.py [FOLDER [MERIT]]
 
 For every `<config>/` under FOLDER that holds `episodes/*.jsonl` (the raw logs `merit run`
 wrote), runs `merit report` on those logs (which also rewrites the config's report files) and
-prints one Markdown row: initial failures, failures repaired, oscillation, repair calls and
+prints one Markdown row per method: initial failures, failures repaired, oscillation, repair calls and
 tokens (the shared initial generation excluded) as the report computes them, plus the share of
 revisions that still fail to execute (counted here from the logs) and the wall time recorded
 in `<config>/wall.txt`.
@@ -18,41 +18,52 @@ import sys
 from pathlib import Path
 
 
-def summarize(config: Path, merit: str) -> dict:
+def summarize(config: Path, merit: str) -> list:
+    """One row per method of the configuration (Iterative alone, or Iterative and a memory
+    method where the configuration runs both)."""
     # Repairs, oscillation, calls and tokens as `merit report` computes them (one definition).
     report = json.loads(
         subprocess.run([merit, "report", str(config), "--json", "--out", str(config)],
                        check=True, capture_output=True, text=True).stdout)
-    run = report["methods"][0]["runs"][0]
-    # What the report does not count: revisions that still fail to execute.
-    revisions = not_executing = 0
+    # What the report does not count: revisions that still fail to execute, per method.
+    revisions, not_executing = {}, {}
     for log in sorted((config / "episodes").glob("*.jsonl")):
         for line in log.read_text().splitlines():
             episode = json.loads(line)
+            method = episode["method"]
             for attempt in episode["attempts"][1:]:
-                revisions += 1
-                not_executing += attempt["status"] in ("execution_error", "timeout")
+                revisions[method] = revisions.get(method, 0) + 1
+                not_executing[method] = not_executing.get(method, 0) + (
+                    attempt["status"] in ("execution_error", "timeout"))
     wall = 0
     wall_file = config / "wall.txt"
     if wall_file.exists():
         wall = sum(int(m.group(1)) for m in re.finditer(r" (\d+) s$", wall_file.read_text(), re.M))
-    return {
-        "config": config.name,
-        "questions": run["questions"],
-        "failures": run["initial_failures"],
-        "repaired": run["repaired"],
-        "oscillation": run["oscillation_pct"],
-        "not_executing": 100.0 * not_executing / revisions if revisions else 0.0,
-        "calls": run.get("repair_calls", run["calls"]),
-        "tokens": run.get("repair_tokens", run["prompt_tokens"] + run["completion_tokens"]),
-        "wall": wall,
-    }
+    rows = []
+    for summary in report["methods"]:
+        method = summary["method"]
+        run = summary["runs"][0]
+        done = revisions.get(method, 0)
+        rows.append({
+            "config": config.name if len(report["methods"]) == 1 else f"{config.name}: {method}",
+            "questions": run["questions"],
+            "failures": run["initial_failures"],
+            "repaired": run["repaired"],
+            "oscillation": run["oscillation_pct"],
+            "not_executing": 100.0 * not_executing.get(method, 0) / done if done else 0.0,
+            "calls": run.get("repair_calls", run["calls"]),
+            "tokens": run.get("repair_tokens", run["prompt_tokens"] + run["completion_tokens"]),
+            # The wall time is the configuration's, all its methods together.
+            "wall": wall,
+        })
+    return rows
 
 
 def main() -> None:
     root = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/results/repair/calibration")
     merit = sys.argv[2] if len(sys.argv) > 2 else "target/release/merit"
-    rows = [summarize(c, merit) for c in sorted(root.iterdir()) if (c / "episodes").is_dir()]
+    rows = [row for c in sorted(root.iterdir()) if (c / "episodes").is_dir()
+            for row in summarize(c, merit)]
     print("| configuration | questions | initial failures | repaired | repaired % | oscillation % "
           "| revisions not executing % | repair calls | repair tokens (k) | wall (min) |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
