@@ -9,6 +9,7 @@
 //! k = 7                            # repair budget
 //! hints = true                     # repair aid: hints read from the database
 //! grammar = true                   # repair aid: decode under the database's names (GBNF)
+//! free_aliases = false             # with grammar: any new name after AS (see merit run)
 //!
 //! [[databases]]
 //! name = "concert_singer"
@@ -161,6 +162,11 @@ pub struct ServeConfig {
     /// and llama.cpp servers; turn it off for servers that take no GBNF grammar, e.g. vLLM).
     #[serde(default = "default_true")]
     pub grammar: bool,
+    /// With `grammar`: the name after `AS` is free and must end at punctuation, a clause
+    /// keyword or the end of the query (`merit run --free-aliases`). Off by default until its
+    /// calibration on Spider train says otherwise.
+    #[serde(default)]
+    pub free_aliases: bool,
     /// The databases.
     #[serde(default)]
     pub databases: Vec<DatabaseConfig>,
@@ -322,6 +328,13 @@ mod tests {
         assert!(config(&unknown).unwrap_err().contains("pets_1"));
         let traversal = key.replace("\"acme\"", "\"../acme\"");
         assert!(config(&traversal).unwrap_err().contains("tenant name"));
+        let defaults = ServeConfig::parse("").unwrap();
+        assert!(defaults.grammar && !defaults.free_aliases);
+        assert!(
+            ServeConfig::parse("free_aliases = true\n")
+                .unwrap()
+                .free_aliases
+        );
         let typo = ServeConfig::parse("stat_dir = \"x\"\n").unwrap_err();
         assert!(typo.contains("stat_dir"), "{typo}");
     }

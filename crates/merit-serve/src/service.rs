@@ -9,6 +9,7 @@ use merit_live::{
     Answer, AskRequest, FileJournal, Finalization, JournalStore, LiveConfig, LiveDeps, LiveError,
     LiveMemory, LiveStats, MemoryInfo, PostgresJournal, TimelinePoint, UserFeedback,
 };
+use merit_repair::grammar::AliasRule;
 use merit_repair::hints::{DatabaseHints, HintKinds};
 use merit_repair::prompts::initial::schema_from_database;
 use merit_repair::repair::{RepairAids, RepairLayout};
@@ -182,6 +183,11 @@ impl Service {
                     values: config.hints,
                 },
                 grammar: config.grammar,
+                grammar_aliases: if config.free_aliases {
+                    AliasRule::Free
+                } else {
+                    AliasRule::Listed
+                },
                 ..RepairAids::default()
             },
             ..LiveConfig::default()
