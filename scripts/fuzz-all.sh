@@ -7,15 +7,18 @@
 # CPU seconds, not wall seconds, are what count, so that the script can also run beside a
 # model run on idle cycles only and still log what the targets really got:
 #
-#   setsid nohup chrt -i 0 env FUZZ_WALL_FACTOR=4 FUZZ_TIMEOUT=60 scripts/fuzz-all.sh \
-#     >> runs/fuzz.log 2>&1 < /dev/null &
+#   setsid nohup env FUZZ_IDLE=1 scripts/fuzz-all.sh >> runs/fuzz.log 2>&1 < /dev/null &
 #
-# SCHED_IDLE (`chrt -i 0`), not `nice -n 19`: measured on the 2-core machine beside a repair
-# run (the model's CPU time over 30 s with the fuzzer running, then paused), a fuzzer at nice
-# 19 in its own session took 30% of the model's CPU (1.27 against 1.80 cores: a separate
-# session is its own scheduling group, and nice only ranks tasks within a group), a SCHED_IDLE
-# one about 6% (1.75 against 1.86). At idle priority the fuzzer can be kept off the CPU for
-# seconds, hence the looser per-input limit (FUZZ_TIMEOUT, see scripts/fuzz.sh). Each run lasts
+# FUZZ_IDLE=1 makes the script and everything it starts SCHED_IDLE and lowers its session's
+# scheduling group to nice 19 (Linux autogroups: a process started with setsid is its own
+# group, which competes with the model run's group as an equal whatever the nice value of the
+# tasks inside it), and it sets FUZZ_WALL_FACTOR=4 and FUZZ_TIMEOUT=60 unless they are given.
+# Measured on the 2-core machine beside a repair run (the model's CPU time over 20-30 s with
+# the fuzzer running, then paused): `nice -n 19` alone in its own session took 30% of the
+# model's CPU (1.27 against 1.80 cores), SCHED_IDLE alone about as much (the model near one
+# core), both together 6-9% (1.75 against 1.86, 1.72 against 1.88); start it with setsid, so
+# that the group it lowers is its own. At idle priority the fuzzer can be kept off the CPU
+# for seconds, hence the looser per-input limit (FUZZ_TIMEOUT, see scripts/fuzz.sh). Each run lasts
 # at most FUZZ_CHUNK wall seconds and asks for FUZZ_WALL_FACTOR wall seconds per CPU second
 # still missing; runs repeat until the target's CPU total is reached. A kill loses at most the
 # current run's line; started again, the script goes on from the log. The experiments queue's
@@ -26,6 +29,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+if [ "${FUZZ_IDLE:-0}" = 1 ]; then
+  chrt -i -p 0 $$ > /dev/null
+  # Only where the kernel has autogroups; elsewhere SCHED_IDLE alone is what there is.
+  echo 19 2> /dev/null > /proc/self/autogroup || true
+  FUZZ_WALL_FACTOR=${FUZZ_WALL_FACTOR:-4}
+  FUZZ_TIMEOUT=${FUZZ_TIMEOUT:-60}
+  export FUZZ_TIMEOUT
+fi
 FUZZ_SECONDS=${FUZZ_SECONDS:-1800}
 FUZZ_LOG=${FUZZ_LOG:-docs/results/fuzz/runs.tsv}
 FUZZ_TARGETS=${FUZZ_TARGETS:-}
