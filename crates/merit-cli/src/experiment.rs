@@ -221,11 +221,7 @@ impl RunArgs {
                 LayoutArg::Fresh => RepairLayout::Fresh,
             },
             grammar: self.grammar,
-            grammar_aliases: if self.free_aliases {
-                AliasRule::Free
-            } else {
-                AliasRule::Listed
-            },
+            grammar_aliases: AliasRule::free_when(self.free_aliases),
             precedents: match self.precedents {
                 PrecedentArg::Full => PrecedentView::Full,
                 PrecedentArg::Change => PrecedentView::Change,

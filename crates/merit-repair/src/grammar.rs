@@ -134,6 +134,16 @@ pub enum AliasRule {
 }
 
 impl AliasRule {
+    /// The rule a `free aliases` switch (CLI flag, service config) names: [`AliasRule::Free`]
+    /// when set, else [`AliasRule::Listed`].
+    pub fn free_when(free: bool) -> Self {
+        if free {
+            AliasRule::Free
+        } else {
+            AliasRule::Listed
+        }
+    }
+
     /// `true` for [`AliasRule::Listed`] (the default, left out of manifests).
     pub fn is_listed(&self) -> bool {
         *self == AliasRule::Listed

@@ -183,11 +183,7 @@ impl Service {
                     values: config.hints,
                 },
                 grammar: config.grammar,
-                grammar_aliases: if config.free_aliases {
-                    AliasRule::Free
-                } else {
-                    AliasRule::Listed
-                },
+                grammar_aliases: AliasRule::free_when(config.free_aliases),
                 ..RepairAids::default()
             },
             ..LiveConfig::default()
