@@ -10,6 +10,12 @@
 #                  MERIT with the paper's precedent view against `--precedents change` (issue 16:
 #                  the interim dev result showed the 1.5B repairer copying precedent queries);
 #                  it goes before the rest of the dev run so that its answer is there first
+#   calibration-dense  the same two memory configurations on 150 train questions from ten
+#                  databases only (about 15 a database, as in the dev slice): on the spread
+#                  slice 10% of MERIT's precedents came from the question's own database, on dev
+#                  72%, and the copying the change view is meant to stop needs same-database
+#                  precedents; the ten are every (77/10)th of the train databases with at least
+#                  30 questions, sorted by name
 #   repair         scripts/repair-dev-run.sh        issue 16: the Spider dev repair run (pins its own binary)
 #   calibration-aliases  the calibration slice again, Iterative with the plain grammar against
 #                  `--free-aliases` (the grammar's alias rule, a method-neutral aid for the
@@ -31,7 +37,7 @@
 #
 # Each model step runs a binary pinned in its own run folder when the step first starts
 # (scripts/pin-binary.sh: runs/repair-dev, runs/repair-calibration-memory,
-# runs/repair-calibration-aliases, runs/interact, runs/pins/live-dev), for the reason the
+# runs/repair-calibration-dense, runs/repair-calibration-aliases, runs/interact, runs/pins/live-dev), for the reason the
 # dev run gives: target/release may be rebuilt and machines replaced while a step lasts, and a
 # resumed step must run the code it started with (the folder's source-commit names it, so
 # another machine builds the same code). A step not yet started takes main as it is then.
@@ -46,7 +52,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-STEPS=${STEPS:-calibration-memory repair calibration-aliases interact-main live fuzz interact-rest}
+STEPS=${STEPS:-calibration-memory calibration-dense repair calibration-aliases interact-main live fuzz interact-rest}
 FUZZ_SECONDS=${FUZZ_SECONDS:-1800}
 FUZZ_LOG=${FUZZ_LOG:-docs/results/fuzz/runs.tsv}
 # Every target of the fuzz project unless named (listed when the fuzz step starts, so a
@@ -74,6 +80,11 @@ for step in $STEPS; do
       LIMIT=150 RUNS=runs/repair-calibration-memory RESULTS=docs/results/repair/calibration/memory-150 \
         CONFIGS="merit-big-fresh-guard-hints-grammar merit-big-fresh-guard-hints-grammar-change" \
         MERIT=$(scripts/pin-binary.sh runs/repair-calibration-memory) scripts/repair-calibration.sh ;;
+    calibration-dense)
+      LIMIT=150 RUNS=runs/repair-calibration-dense RESULTS=docs/results/repair/calibration/dense-150 \
+        DATABASES=activity_1,climbing,cre_Doc_Tracking_DB,device,entrepreneur,hospital_1,machine_repair,network_2,scientist_1,swimming \
+        CONFIGS="merit-big-fresh-guard-hints-grammar merit-big-fresh-guard-hints-grammar-change" \
+        MERIT=$(scripts/pin-binary.sh runs/repair-calibration-dense) scripts/repair-calibration.sh ;;
     calibration-aliases)
       LIMIT=150 RUNS=runs/repair-calibration-aliases RESULTS=docs/results/repair/calibration/aliases-150 \
         CONFIGS="big-fresh-guard-hints-grammar big-fresh-guard-hints-grammar-free" \

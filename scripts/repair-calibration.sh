@@ -18,6 +18,9 @@ cd "$(dirname "$0")/.."
 MERIT=${MERIT:-target/release/merit}
 SPIDER=${SPIDER:-../shared/data/spider}
 LIMIT=${LIMIT:-60}
+# Comma-separated db_id values: only their questions (`merit run --databases`), e.g. a slice
+# as dense per database as the dev run's.
+DATABASES=${DATABASES:-}
 K=${K:-7}
 RUNS=${RUNS:-runs/repair-calibration}
 RESULTS=${RESULTS:-docs/results/repair/calibration}
@@ -69,7 +72,8 @@ for config in $CONFIGS; do
   dir="$RUNS/$config"
   # shellcheck disable=SC2046
   common=(--dataset spider --split train --data "$SPIDER" --db-dir "$SPIDER/database"
-    --methods "$(methods "$config")" --seeds 0 --k "$K" --limit "$LIMIT" $(options "$config"))
+    --methods "$(methods "$config")" --seeds 0 --k "$K" --limit "$LIMIT" $(options "$config")
+    ${DATABASES:+--databases "$DATABASES"})
   echo "== $(date -u +%H:%M:%S) $config: merit run ${common[*]}"
   started=$SECONDS
   if [ -f "$dir/manifest.json" ]; then

@@ -12,8 +12,8 @@ use merit_core::{Benchmark, Question};
 use merit_data::DatabaseDir;
 use merit_lab::copies::DatabaseCopies;
 use merit_lab::experiment::{
-    choose_questions, load_benchmark, ChosenQuestions, ExperimentModels, ExperimentProgress,
-    RepairExperiment, Split,
+    choose_questions, load_benchmark, only_databases, ChosenQuestions, ExperimentModels,
+    ExperimentProgress, RepairExperiment, Split,
 };
 use merit_lab::report::{build_report, render_markdown};
 use merit_lab::run::StreamSpec;
@@ -112,6 +112,10 @@ pub struct RunArgs {
     /// Use N questions spread evenly over the usable ones (default: all).
     #[arg(long)]
     pub limit: Option<usize>,
+    /// Only the questions on these databases (comma-separated db_id values), before --limit
+    /// spreads over them: a slice as dense per database as a dev slice.
+    #[arg(long, value_delimiter = ',')]
+    pub databases: Vec<String>,
     /// New run directory.
     #[arg(long, conflicts_with = "resume")]
     pub out: Option<PathBuf>,
@@ -302,11 +306,13 @@ pub(crate) fn build_models(args: &RunArgs, store: Arc<ReplyStore>) -> Result<Exp
     })
 }
 
-/// The questions of the benchmark and split `args` name, with every database's schema text.
+/// The questions of the benchmark and split `args` name (only those on `--databases` when it
+/// is given), with every database's schema text.
 pub fn load_questions(
     args: &RunArgs,
 ) -> Result<(Benchmark, Vec<Question>, HashMap<String, String>)> {
     let (questions, schemas) = load_benchmark(args.benchmark(), args.split(), &args.data)?;
+    let questions = only_databases(questions, &args.databases)?;
     Ok((args.benchmark(), questions, schemas))
 }
 

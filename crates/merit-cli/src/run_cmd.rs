@@ -88,6 +88,7 @@ fn demo_run_args(args: DemoArgs, data: PathBuf, db_dir: PathBuf) -> RunArgs {
         seeds: vec![0],
         k: args.k,
         limit: Some(args.limit),
+        databases: Vec::new(),
         out: (!resume).then(|| args.out.clone()),
         resume: resume.then(|| args.out.clone()),
         llm_url: None,

@@ -69,6 +69,9 @@ pub enum ExperimentError {
     /// The database copies do not cover the experiment.
     #[error("{0}")]
     Copy(String),
+    /// A database named to restrict the questions has none in the split.
+    #[error("no question of the split is on database {0:?} (check the name against the split's db_id values)")]
+    UnknownDatabase(String),
 }
 
 /// Which split of a benchmark an experiment draws its questions from.
@@ -120,6 +123,31 @@ pub fn spread(available: usize, count: Option<usize>) -> Vec<usize> {
         Some(count) if count < available => (0..count).map(|i| i * available / count).collect(),
         _ => (0..available).collect(),
     }
+}
+
+/// The questions on the named databases, in file order (all of them when `databases` is
+/// empty). A slice spread over a whole split touches many databases with a few questions each;
+/// restricting it to a few databases gives each one the density of questions that Spider dev
+/// has (about 15 per database in a 300-question dev slice), which is what decides how often a
+/// memory method retrieves precedents from the same database. A name with no question is an
+/// error, so that a typo does not silently shrink the slice.
+pub fn only_databases(
+    questions: Vec<Question>,
+    databases: &[String],
+) -> Result<Vec<Question>, ExperimentError> {
+    if databases.is_empty() {
+        return Ok(questions);
+    }
+    if let Some(missing) = databases
+        .iter()
+        .find(|name| !questions.iter().any(|q| &q.db_id == *name))
+    {
+        return Err(ExperimentError::UnknownDatabase(missing.clone()));
+    }
+    Ok(questions
+        .into_iter()
+        .filter(|q| databases.contains(&q.db_id))
+        .collect())
 }
 
 /// The questions of an experiment with their schema text, and the oracle that judges them.
@@ -613,6 +641,30 @@ mod tests {
         assert_eq!(spread(10, Some(5)), [0, 2, 4, 6, 8]);
         assert_eq!(spread(3, Some(5)), [0, 1, 2]);
         assert_eq!(spread(4, None), [0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn only_databases_keeps_file_order_and_names_an_unknown_database() {
+        let question = |id: &str, db: &str| Question {
+            id: id.into(),
+            index: 0,
+            db_id: db.into(),
+            question: String::new(),
+            evidence: String::new(),
+            gold_sql: String::new(),
+            difficulty: None,
+        };
+        let questions = vec![
+            question("q0", "a"),
+            question("q1", "b"),
+            question("q2", "a"),
+        ];
+        let kept = only_databases(questions.clone(), &["a".into()]).unwrap();
+        let ids: Vec<&str> = kept.iter().map(|q| q.id.as_str()).collect();
+        assert_eq!(ids, ["q0", "q2"]);
+        assert_eq!(only_databases(questions.clone(), &[]).unwrap().len(), 3);
+        let error = only_databases(questions, &["a".into(), "typo".into()]).unwrap_err();
+        assert!(error.to_string().contains("\"typo\""), "{error}");
     }
 
     #[test]
