@@ -17,6 +17,10 @@
 #                  precedents; the ten are every (77/10)th of the train databases with at least
 #                  30 questions, sorted by name
 #   repair         scripts/repair-dev-run.sh        issue 16: the Spider dev repair run (pins its own binary)
+#   repair-posthoc the dev run's post-hoc arm: MERIT with `--precedents change`, seed 0, in
+#                  runs/repair-dev-posthoc (its own pin), results to docs/results/repair/dev-posthoc;
+#                  queued after both train slices put the change view ahead of the paper's view
+#                  and showed it cutting the copying of precedent queries (calibration README)
 #   calibration-aliases  the calibration slice again, Iterative with the plain grammar against
 #                  `--free-aliases` (the grammar's alias rule, a method-neutral aid for the
 #                  product's defaults; the dev run keeps the configuration it was fixed with)
@@ -52,7 +56,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-STEPS=${STEPS:-calibration-memory calibration-dense repair calibration-aliases interact-main live fuzz interact-rest}
+STEPS=${STEPS:-calibration-memory calibration-dense repair repair-posthoc calibration-aliases interact-main live fuzz interact-rest}
 FUZZ_SECONDS=${FUZZ_SECONDS:-1800}
 FUZZ_LOG=${FUZZ_LOG:-docs/results/fuzz/runs.tsv}
 # Every target of the fuzz project unless named (listed when the fuzz step starts, so a
@@ -90,6 +94,9 @@ for step in $STEPS; do
         CONFIGS="big-fresh-guard-hints-grammar big-fresh-guard-hints-grammar-free" \
         MERIT=$(scripts/pin-binary.sh runs/repair-calibration-aliases) scripts/repair-calibration.sh ;;
     repair) scripts/repair-dev-run.sh ;;
+    repair-posthoc)
+      RUNS=runs/repair-dev-posthoc RESULTS=docs/results/repair/dev-posthoc PLAN=change:merit:0 \
+        scripts/repair-dev-run.sh ;;
     live) MERIT=$(scripts/pin-binary.sh runs/pins/live-dev) scripts/live-dev-run.sh ;;
     interact-main) STOP_AFTER=passk MERIT=$(scripts/pin-binary.sh runs/interact) scripts/interact-experiments.sh ;;
     interact | interact-rest) MERIT=$(scripts/pin-binary.sh runs/interact) scripts/interact-experiments.sh ;;
