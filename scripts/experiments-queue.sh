@@ -15,7 +15,8 @@
 #                  slice 10% of MERIT's precedents came from the question's own database, on dev
 #                  72%, and the copying the change view is meant to stop needs same-database
 #                  precedents; the ten are every (77/10)th of the train databases with at least
-#                  30 questions, sorted by name
+#                  30 questions, sorted by name. Then MERIT without negative memory in both
+#                  views (most copied queries there came from negative entries)
 #   repair         scripts/repair-dev-run.sh        issue 16: the Spider dev repair run (pins its own binary)
 #   repair-posthoc the dev run's post-hoc arm: MERIT with `--precedents change`, seed 0, in
 #                  runs/repair-dev-posthoc (its own pin), results to docs/results/repair/dev-posthoc;
@@ -87,7 +88,7 @@ for step in $STEPS; do
     calibration-dense)
       LIMIT=150 RUNS=runs/repair-calibration-dense RESULTS=docs/results/repair/calibration/dense-150 \
         DATABASES=activity_1,climbing,cre_Doc_Tracking_DB,device,entrepreneur,hospital_1,machine_repair,network_2,scientist_1,swimming \
-        CONFIGS="merit-big-fresh-guard-hints-grammar merit-big-fresh-guard-hints-grammar-change" \
+        CONFIGS="merit-big-fresh-guard-hints-grammar merit-big-fresh-guard-hints-grammar-change merit-big-fresh-guard-hints-grammar-change-positive merit-big-fresh-guard-hints-grammar-positive" \
         MERIT=$(scripts/pin-binary.sh runs/repair-calibration-dense) scripts/repair-calibration.sh ;;
     calibration-aliases)
       LIMIT=150 RUNS=runs/repair-calibration-aliases RESULTS=docs/results/repair/calibration/aliases-150 \

@@ -29,7 +29,8 @@ BIG=qwen2.5-coder-1.5b-instruct
 # the 1.5B model writes the repairs, `guard` = --repeat-guard, `hints` = --hints schema,values,
 # `grammar` = --grammar, `fresh` = --layout fresh; `paper` = none of them. `merit` = the
 # methods are Iterative and MERIT (else Iterative alone), `change` = --precedents change,
-# `free` = --free-aliases (with grammar: the grammar's free alias rule).
+# `free` = --free-aliases (with grammar: the grammar's free alias rule), `positive` = MERIT
+# without negative memory (the method `merit-positive-only`, the paper's Table 4 ablation).
 #
 # The memory calibration (MERIT's precedent view, after the interim dev result of
 # docs/results/repair/README.md showed the 1.5B repairer copying precedent queries) runs the
@@ -54,6 +55,7 @@ options() {
       merit) ;;
       change) out+=" --precedents change" ;;
       free) out+=" --free-aliases" ;;
+      positive) ;;
       *) echo "unknown part $part of configuration $config" >&2; exit 2 ;;
     esac
   done
@@ -62,6 +64,7 @@ options() {
 
 methods() {
   case "-$1-" in
+    *-positive-*) echo iterative,merit-positive-only ;;
     *-merit-*) echo iterative,merit ;;
     *) echo iterative ;;
   esac
