@@ -36,13 +36,17 @@ if [ ! -x "$dir/merit" ]; then
   commit=$(cat "$dir/source-commit")
   # Always from a worktree of the commit, never from this checkout: a build from the checkout
   # compiles whatever the files hold while it runs, and a developer editing during the ~20
-  # minute release build would end up in the pinned binary (it happened). The worktree shares
-  # target/ so compiled dependencies are reused; only the workspace crates build again.
+  # minute release build would end up in the pinned binary (it happened). Every pin builds in
+  # one target folder of its own, target/pin-build, so compiled dependencies are reused from
+  # pin to pin. Not target/ itself: cargo's fingerprints of the workspace crates did not tell
+  # the two checkouts apart, so after a pinned build `cargo build --release` in this checkout took
+  # the pinned commit's crates for fresh and left target/release/merit the old code (seen:
+  # an edit to merit-lab did not reach the binary until `cargo clean -p`).
   tree=target/pinned/$commit
   [ -d "$tree" ] || git worktree add --detach "$tree" "$commit" >&2
-  CARGO_TARGET_DIR=$PWD/target cargo build --release -p merit-cli \
+  CARGO_TARGET_DIR=$PWD/target/pin-build cargo build --release -p merit-cli \
     --manifest-path "$tree/Cargo.toml" >&2
-  cp target/release/merit "$dir/merit.tmp"
+  cp target/pin-build/release/merit "$dir/merit.tmp"
   mv "$dir/merit.tmp" "$dir/merit"
   echo "pin-binary: $dir/merit built from $commit" >&2
 fi

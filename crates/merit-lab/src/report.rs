@@ -11,8 +11,20 @@ use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-/// The method every paired comparison is made against.
+/// The method every paired comparison is made against, where the runs have it; without it,
+/// the first MERIT variant in display order (e.g. a run of `iterative,merit-positive-only`
+/// alone, as the post-hoc ablations are), so such a run still gets its paired table.
 pub const REFERENCE_METHOD: &str = "merit";
+
+/// The method a report's comparisons are made against: [`REFERENCE_METHOD`] when present,
+/// else the first `merit-` variant among `methods` (in the order given); `None` without either.
+pub fn reference_method(methods: &[String]) -> Option<&str> {
+    methods
+        .iter()
+        .find(|m| m.as_str() == REFERENCE_METHOD)
+        .or_else(|| methods.iter().find(|m| m.starts_with("merit-")))
+        .map(String::as_str)
+}
 
 /// Bootstrap resamples for paired comparisons (the issue asks for at least 10,000).
 pub const BOOTSTRAP_RESAMPLES: usize = 10_000;
@@ -75,7 +87,9 @@ pub struct Report {
     pub questions: usize,
     /// Per-method summaries, in display order.
     pub methods: Vec<MethodSummary>,
-    /// Paired comparisons of `merit` against every other method (empty without `merit`).
+    /// The method the comparisons are made against ([`reference_method`]).
+    pub reference: Option<String>,
+    /// Paired comparisons of the reference against every other method (empty without one).
     pub comparisons: Vec<Comparison>,
     /// Failure types of the initial failures (each question once: the initial predictions
     /// are shared by every method and seed), most frequent first; the composition half of the
@@ -267,9 +281,13 @@ pub fn build_report(episodes: &[EpisodeRecord]) -> Report {
         });
     }
     let mut comparisons = Vec::new();
-    if let Some(reference) = matrices.get(REFERENCE_METHOD) {
+    let reference_name = reference_method(&method_names).map(str::to_string);
+    if let Some((reference_name, reference)) = reference_name
+        .as_deref()
+        .and_then(|name| matrices.get(name).map(|matrix| (name, matrix)))
+    {
         for method in &method_names {
-            if method == REFERENCE_METHOD {
+            if method == reference_name {
                 continue;
             }
             match matrices.get(method).map(|other| {
@@ -279,14 +297,17 @@ pub fn build_report(episodes: &[EpisodeRecord]) -> Report {
                     against: method.clone(),
                     difference,
                 }),
-                Some(Err(error)) => warnings.push(format!("merit vs {method}: {error}")),
-                None => warnings.push(format!("merit vs {method}: runs are not aligned")),
+                Some(Err(error)) => warnings.push(format!("{reference_name} vs {method}: {error}")),
+                None => warnings.push(format!(
+                    "{reference_name} vs {method}: runs are not aligned"
+                )),
             }
         }
     }
     Report {
         questions: questions.len(),
         methods,
+        reference: reference_name,
         comparisons,
         initial_failures: initial_failure_composition(episodes),
         memory_use: memory,
@@ -324,13 +345,14 @@ pub fn render_markdown(report: &Report) -> String {
         );
     }
     if !report.comparisons.is_empty() {
+        let reference = report.reference.as_deref().unwrap_or(REFERENCE_METHOD);
         let _ = writeln!(
             out,
-            "\n## Table 2: paired query-level comparison (merit minus method)\n"
+            "\n## Table 2: paired query-level comparison ({reference} minus method)\n"
         );
         let _ = writeln!(
             out,
-            "| Comparison | Δ pp | 95% CI | queries better: merit / other | exact sign test p |"
+            "| Comparison | Δ pp | 95% CI | queries better: {reference} / other | exact sign test p |"
         );
         let _ = writeln!(out, "| --- | --- | --- | --- | --- |");
         for c in &report.comparisons {
@@ -644,6 +666,38 @@ mod tests {
         let mut reversed = records.clone();
         reversed.reverse();
         assert_eq!(markdown, render_markdown(&build_report(&reversed)));
+    }
+
+    #[test]
+    fn a_run_without_merit_is_compared_against_its_merit_variant() {
+        // A post-hoc ablation runs `iterative,merit-positive-only` alone: its paired table
+        // is made against the variant rather than left out.
+        let records: Vec<EpisodeRecord> = sample()
+            .into_iter()
+            .map(|mut r| {
+                if r.method == "merit" {
+                    r.method = "merit-positive-only".into();
+                }
+                r
+            })
+            .collect();
+        let report = build_report(&records);
+        assert_eq!(report.reference.as_deref(), Some("merit-positive-only"));
+        assert_eq!(report.comparisons.len(), 1);
+        assert_eq!(report.comparisons[0].against, "iterative");
+        assert!((report.comparisons[0].difference.delta_pp - 25.0).abs() < 1e-9);
+        let markdown = render_markdown(&report);
+        assert!(
+            markdown.contains("(merit-positive-only minus method)"),
+            "{markdown}"
+        );
+        // With `merit` present it stays the reference, whatever else ran.
+        let mut with_merit = sample();
+        with_merit.extend(records.into_iter().filter(|r| r.method != "iterative"));
+        let report = build_report(&with_merit);
+        assert_eq!(report.reference.as_deref(), Some("merit"));
+        assert_eq!(report.comparisons.len(), 2);
+        assert_eq!(reference_method(&[]), None);
     }
 
     #[test]
