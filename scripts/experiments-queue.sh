@@ -78,8 +78,11 @@ trap 'kill $checkpointer 2>/dev/null || true; scripts/checkpoint.sh save || true
 # On a fresh machine (after `apt-get install -y cmake clang libclang-dev`) a pin is built again
 # from the commit it was first built from; the models are fetched on first use.
 
-for step in $STEPS; do
-  echo "== $(date -u +%FT%TZ) queue: $step"
+# One step; a step that fails is logged and the queue goes on with the next one (the steps do
+# not depend on each other), so that one failure in a session's absence does not leave the
+# cores idle until the next session.
+run_step() {
+  local step=$1
   case $step in
     calibration-memory)
       LIMIT=150 RUNS=runs/repair-calibration-memory RESULTS=docs/results/repair/calibration/memory-150 \
@@ -102,7 +105,22 @@ for step in $STEPS; do
     interact-main) STOP_AFTER=passk MERIT=$(scripts/pin-binary.sh runs/interact) scripts/interact-experiments.sh ;;
     interact | interact-rest) MERIT=$(scripts/pin-binary.sh runs/interact) scripts/interact-experiments.sh ;;
     fuzz) FUZZ_SECONDS=$FUZZ_SECONDS FUZZ_LOG=$FUZZ_LOG FUZZ_TARGETS=$FUZZ_TARGETS scripts/fuzz-all.sh ;;
-    *) echo "unknown step $step" >&2; exit 2 ;;
+    *) echo "unknown step $step" >&2; return 2 ;;
   esac
+}
+
+failed=()
+for step in $STEPS; do
+  echo "== $(date -u +%FT%TZ) queue: $step"
+  status=0
+  ( run_step "$step" ) || status=$?
+  if [ "$status" -ne 0 ]; then
+    echo "== $(date -u +%FT%TZ) queue: $step FAILED (exit $status); going on with the next step"
+    failed+=("$step")
+  fi
 done
+if [ "${#failed[@]}" -gt 0 ]; then
+  echo "== $(date -u +%FT%TZ) queue: done; failed: ${failed[*]}"
+  exit 1
+fi
 echo "== $(date -u +%FT%TZ) queue: done"
