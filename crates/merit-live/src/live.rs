@@ -339,7 +339,11 @@ impl LiveMemory {
                         state.next_position
                     )));
                 }
-                let written = self.commit_locked(state, episode)?;
+                // The journal records what the policy decided when the episode was
+                // finalized; replay follows it, so a memory reopened under another
+                // `negative_memory` setting rebuilds the same entries (the setting applies
+                // to what is finalized from then on).
+                let written = self.commit_locked(state, episode, memory.is_some())?;
                 if written.memory != memory || written.signal != signal {
                     return Err(self.corrupt(format!(
                         "replaying episode {episode} gave memory {:?} ({:?}), the journal says \
@@ -624,7 +628,7 @@ impl LiveMemory {
         now_ms: u64,
     ) -> Result<Finalization, LiveError> {
         let position = state.next_position;
-        let committed = self.commit_locked(state, episode)?;
+        let committed = self.commit_locked(state, episode, self.config.negative_memory)?;
         let written = self.append(
             state,
             &LiveEvent::Finalized {
@@ -674,8 +678,14 @@ impl LiveMemory {
     }
 
     /// Commits a pending episode into memory at the next position and updates the records
-    /// of the memories it used. Shared by live finalization and journal replay.
-    fn commit_locked(&self, state: &mut State, episode: u64) -> Result<Committed, LiveError> {
+    /// of the memories it used. Shared by live finalization and journal replay. An unsolved
+    /// episode leaves a negative entry only when `keep_negative`.
+    fn commit_locked(
+        &self,
+        state: &mut State,
+        episode: u64,
+        keep_negative: bool,
+    ) -> Result<Committed, LiveError> {
         let pending = state
             .pending
             .remove(&episode)
@@ -714,7 +724,12 @@ impl LiveMemory {
         };
         let memory = match (signal, memory_episode(&finalized, LIVE_METHOD, "")) {
             (Some(_), Ok(Some(open))) => {
-                let finalized = open.finalize(FinalizePolicy::PositiveAndNegative);
+                let policy = if keep_negative {
+                    FinalizePolicy::PositiveAndNegative
+                } else {
+                    FinalizePolicy::PositiveOnly
+                };
+                let finalized = open.finalize(policy);
                 state.memory.commit(finalized, self.embedder.as_ref())?
             }
             (_, Err(error)) => return Err(LiveError::Repair(error.to_string())),

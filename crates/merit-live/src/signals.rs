@@ -12,6 +12,8 @@
 //! | the user rejected the repaired answer | last failed direction | negative | 1.0 |
 //! | no attempt executed within K | last failed direction | negative | 1.0 |
 //!
+//! The two negative rows write nothing when `LiveConfig::negative_memory` is off.
+//!
 //! An answer that needed no repair makes no entry unless the user corrects it (as in the
 //! papers, an initially correct episode teaches nothing). A correction is the strongest
 //! positive signal short of a confirmation: the SQL is the user's, but they did not see it

@@ -33,6 +33,13 @@ pub struct LiveConfig {
     /// `false` retrieves nothing (the no-memory arm of an experiment; entries are still
     /// written, so the journal is the same kind of record).
     pub use_memory: bool,
+    /// `false` keeps no negative entries: an answer that was rejected or never executed
+    /// leaves no memory (MERIT's ablation without negative memory). On the Spider train
+    /// calibration a 1.5B repairer copied the failed queries negative entries show, and MERIT
+    /// without them did better than with them (docs/results/repair/calibration). Default
+    /// `true`, as the paper keeps both polarities. Replay follows the journal, so the setting
+    /// may change between openings of one memory.
+    pub negative_memory: bool,
 }
 
 impl Default for LiveConfig {
@@ -49,6 +56,7 @@ impl Default for LiveConfig {
                 max_rows: Some(1_000),
             },
             use_memory: true,
+            negative_memory: true,
         }
     }
 }

@@ -285,6 +285,68 @@ fn rejections_corrections_and_the_wait_decide_polarity_and_confidence() {
 }
 
 #[test]
+fn without_negative_memory_a_rejected_answer_leaves_no_entry_and_replay_follows_the_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = database();
+    let config = LiveConfig {
+        negative_memory: false,
+        ..LiveConfig::default()
+    };
+    {
+        let live = open(dir.path(), config);
+        let model = Scripted::new(&["SELECT Name FROM singer"]);
+        let rejected = ask(
+            &live,
+            &db,
+            &model,
+            "Oldest singer?",
+            "SELECT nme FROM singer",
+            0,
+        );
+        let done = live
+            .feedback(rejected.episode, UserFeedback::Reject, &db, 1)
+            .unwrap();
+        assert_eq!(done.signal, Some(Signal::UserRejected));
+        assert_eq!((done.memory, done.polarity), (None, None));
+        // A confirmed repair is still remembered.
+        let model = Scripted::new(&["SELECT Country FROM singer"]);
+        let confirmed = ask(
+            &live,
+            &db,
+            &model,
+            "Countries?",
+            "SELECT cntry FROM singer",
+            2,
+        );
+        let done = live
+            .feedback(confirmed.episode, UserFeedback::Confirm, &db, 3)
+            .unwrap();
+        assert_eq!(done.polarity, Some(Polarity::Positive));
+        assert_eq!(live.memories().len(), 1);
+    }
+    // Reopened with both polarities on: the journal's decisions are replayed as they were
+    // (no negative entry appears for the earlier rejection), and new rejections are kept.
+    let live = open(dir.path(), LiveConfig::default());
+    let memories = live.memories();
+    assert_eq!(memories.len(), 1);
+    assert_eq!(memories[0].polarity, Polarity::Positive);
+    let model = Scripted::new(&["SELECT Name FROM singer"]);
+    let rejected = ask(
+        &live,
+        &db,
+        &model,
+        "Youngest singer?",
+        "SELECT nme FROM singer",
+        4,
+    );
+    let done = live
+        .feedback(rejected.episode, UserFeedback::Reject, &db, 5)
+        .unwrap();
+    assert_eq!(done.polarity, Some(Polarity::Negative));
+    assert_eq!(live.memories().len(), 2);
+}
+
+#[test]
 fn a_memory_behind_rejected_answers_is_retired_and_can_be_restored() {
     let dir = tempfile::tempdir().unwrap();
     let db = database();

@@ -10,6 +10,7 @@
 //! hints = true                     # repair aid: hints read from the database
 //! grammar = true                   # repair aid: decode under the database's names (GBNF)
 //! free_aliases = false             # with grammar: any new name after AS (see merit run)
+//! negative_memory = true           # false: rejected or failed answers leave no memory
 //!
 //! [[databases]]
 //! name = "concert_singer"
@@ -167,6 +168,12 @@ pub struct ServeConfig {
     /// calibration on Spider train says otherwise.
     #[serde(default)]
     pub free_aliases: bool,
+    /// Keep negative entries (the last failed direction of an answer that was rejected or
+    /// never executed), as the paper does. `false` keeps confirmed and corrected repairs only:
+    /// on the Spider train calibration a 1.5B repairer copied the failed queries that negative
+    /// entries show (`merit_live::LiveConfig::negative_memory`).
+    #[serde(default = "default_true")]
+    pub negative_memory: bool,
     /// The databases.
     #[serde(default)]
     pub databases: Vec<DatabaseConfig>,
@@ -329,7 +336,12 @@ mod tests {
         let traversal = key.replace("\"acme\"", "\"../acme\"");
         assert!(config(&traversal).unwrap_err().contains("tenant name"));
         let defaults = ServeConfig::parse("").unwrap();
-        assert!(defaults.grammar && !defaults.free_aliases);
+        assert!(defaults.grammar && !defaults.free_aliases && defaults.negative_memory);
+        assert!(
+            !ServeConfig::parse("negative_memory = false\n")
+                .unwrap()
+                .negative_memory
+        );
         assert!(
             ServeConfig::parse("free_aliases = true\n")
                 .unwrap()

@@ -186,6 +186,7 @@ impl Service {
                 grammar_aliases: AliasRule::free_when(config.free_aliases),
                 ..RepairAids::default()
             },
+            negative_memory: config.negative_memory,
             ..LiveConfig::default()
         };
         let hints = DatabaseHints::for_files(
