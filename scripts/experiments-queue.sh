@@ -28,7 +28,8 @@
 #   interact-main  scripts/interact-experiments.sh  issue 18, what it asks for: task sets at 60, the
 #                  main arms, the selectors, the baselines and Pass@k (STOP_AFTER=passk)
 #   live           scripts/live-dev-run.sh          issue 20: the live-mode experiment's arms
-#   fuzz           scripts/fuzz-all.sh: every fuzz target until it has FUZZ_SECONDS of CPU time
+#   fuzz           scripts/fuzz-all.sh, two instances (one a core, sharing the targets through
+#                  their locks): every fuzz target until it has FUZZ_SECONDS of CPU time
 #                  in all (issue 22), logged to docs/results/fuzz/runs.tsv (date, target, CPU
 #                  seconds, wall seconds, inputs run, exit status; the build is not counted).
 #                  Targets fuzzed earlier on idle cycles beside the queue count (see that script)
@@ -104,7 +105,15 @@ run_step() {
     live) MERIT=$(scripts/pin-binary.sh runs/pins/live-dev) scripts/live-dev-run.sh ;;
     interact-main) STOP_AFTER=passk MERIT=$(scripts/pin-binary.sh runs/interact) scripts/interact-experiments.sh ;;
     interact | interact-rest) MERIT=$(scripts/pin-binary.sh runs/interact) scripts/interact-experiments.sh ;;
-    fuzz) FUZZ_SECONDS=$FUZZ_SECONDS FUZZ_LOG=$FUZZ_LOG FUZZ_TARGETS=$FUZZ_TARGETS scripts/fuzz-all.sh ;;
+    fuzz)
+      # One instance a core: each locks the target it fuzzes, so the two share the targets.
+      FUZZ_SECONDS=$FUZZ_SECONDS FUZZ_LOG=$FUZZ_LOG FUZZ_TARGETS=$FUZZ_TARGETS scripts/fuzz-all.sh &
+      local other=$!
+      sleep 5   # the first takes the first target before the second looks
+      local status=0
+      FUZZ_SECONDS=$FUZZ_SECONDS FUZZ_LOG=$FUZZ_LOG FUZZ_TARGETS=$FUZZ_TARGETS scripts/fuzz-all.sh || status=$?
+      wait "$other" || status=$?
+      return "$status" ;;
     *) echo "unknown step $step" >&2; return 2 ;;
   esac
 }

@@ -24,6 +24,10 @@
 # current run's line; started again, the script goes on from the log. The experiments queue's
 # `fuzz` step runs this script with the defaults (alone on the machine, wall = CPU).
 #
+# Several instances may run at once (the queue's step starts two, one a core, and the idle
+# one may still be running beside them): each target is locked by the instance fuzzing it
+# (flock on fuzz/target/locks/TARGET), and another instance passes it over.
+#
 # A crash or hang is left in fuzz/artifacts/TARGET/ (the run's exit status is logged and the
 # script goes on with the next target): each becomes a regression test before it is fixed.
 set -euo pipefail
@@ -58,7 +62,14 @@ if ! cargo +nightly fuzz --version > /dev/null 2>&1 && ! cargo install --locked 
 fi
 targets=$FUZZ_TARGETS
 [ -n "$targets" ] || targets=$(cd fuzz && cargo +nightly fuzz list)
+mkdir -p fuzz/target/locks
 for target in $targets; do
+  exec {lock}> "fuzz/target/locks/$target"
+  if ! flock -n "$lock"; then
+    echo "== $(date -u +%FT%TZ) fuzz $target: another instance has it; next target"
+    exec {lock}>&-
+    continue
+  fi
   while :; do
     have=$(fuzzed "$target")
     left=$((FUZZ_SECONDS - have))
@@ -91,4 +102,5 @@ for target in $targets; do
     fi
     rm -f "$output" "$times"
   done
+  exec {lock}>&-
 done
