@@ -5,7 +5,8 @@
 #
 #   setsid nohup scripts/experiments-queue.sh >> runs/queue.log 2>&1 &
 #
-# Steps (STEPS, in this order by default):
+# Steps (STEPS; the default order is calibration-memory calibration-dense repair interact-main
+# live fuzz repair-posthoc calibration-aliases interact-rest, what each is below):
 #   calibration-memory  scripts/repair-calibration.sh on a 150-question Spider *train* slice,
 #                  MERIT with the paper's precedent view against `--precedents change` (issue 16:
 #                  the interim dev result showed the 1.5B repairer copying precedent queries);
@@ -36,10 +37,10 @@
 #   interact-rest  scripts/interact-experiments.sh to its end: the earlier ablations, retention
 #                  and retrieval-size arms regenerated at 60 tasks (what is done is skipped)
 #   interact       (not in the default) the whole interact script at once
-# The order is the issues' order of importance, except that the interact ablations, which
-# regenerate earlier side tables rather than close anything, wait until the live experiment
-# and the fuzzing (a few hours each) are done: the interact experiments are tens of hours
-# on two cores.
+# The order is the issues' order of importance for what each issue asks (the two calibrations
+# and the dev run for issue 16, then issues 18, 20 and 22); the steps that only extend a
+# result (the post-hoc dev arm, the alias calibration, the interact ablations, which regenerate
+# earlier side tables) come after them: what is left is about sixty hours of the two cores.
 #
 # Each model step runs a binary pinned in its own run folder when the step first starts
 # (scripts/pin-binary.sh: runs/repair-dev, runs/repair-calibration-memory,
@@ -58,7 +59,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-STEPS=${STEPS:-calibration-memory calibration-dense repair repair-posthoc calibration-aliases interact-main live fuzz interact-rest}
+STEPS=${STEPS:-calibration-memory calibration-dense repair interact-main live fuzz repair-posthoc calibration-aliases interact-rest}
 FUZZ_SECONDS=${FUZZ_SECONDS:-1800}
 FUZZ_LOG=${FUZZ_LOG:-docs/results/fuzz/runs.tsv}
 # Every target of the fuzz project unless named (listed when the fuzz step starts, so a
