@@ -77,7 +77,7 @@ PRM_PAIRS=${PRM_PAIRS:-300}
 PRM_PER_STATE=${PRM_PER_STATE:-4}
 RUNS=${RUNS:-runs/interact}
 RESULTS=${RESULTS:-docs/results/interact}
-STOP_AFTER=${STOP_AFTER:-all}   # gen | baseline | memory | learn | counterfactual | passk | all
+STOP_AFTER=${STOP_AFTER:-all}   # gen | baseline | memory | learn | passk | counterfactual | all
 # The agent's budget in every run, rollout and fork. 20 model calls is the BIRD-Interact
 # reference CLI's default (its scripts use 60): the small embedded model rarely submits, and
 # each further turn re-reads a growing conversation on the CPU. Observations are cut in the
@@ -183,16 +183,8 @@ main_arms=("$RUNS/eval-none" "$RUNS/eval-cosine" "$RUNS/eval-learned")
 record "$RESULTS/memory-vs-none.md" "$MERIT" interact report --baseline "$RUNS/eval-none" "${main_arms[@]}"
 [ "$STOP_AFTER" = learn ] && exit 0
 
-# 5. The counterfactual at a frozen turn (Table 4).
-step "counterfactual"
-# The no-memory episodes are forked: their prefix holds no memory, and the fork without memory
-# repeats the logged episode from the reply cache, so only the memory arms cost model time.
-run "$MERIT" interact counterfactual --run "$RUNS/eval-none" --turn "$FORK_TURN" "${eval_set[@]}" \
-  --memory-from "$RUNS/train-cosine/memory" --turn-selector "$RUNS/selectors/turn.safetensors" \
-  "${fork_only[@]}" --out "$RESULTS/counterfactual.md" --log "$RUNS/counterfactual.forks.jsonl" > /dev/null
-[ "$STOP_AFTER" = counterfactual ] && exit 0
-
-# 6. Baselines (issue 18), Pass@k, then ablations (Table 3) and retention (Table 7).
+# 5. Baselines (issue 18) and Pass@k; after them the counterfactual (Table 4), the ablations
+# (Table 3) and retention (Table 7), which regenerate earlier side tables at the new size.
 arms=("${main_arms[@]}")
 eval_arm() { # eval_arm NAME: one evaluation run of the arm, added to the final report
   local arm=$1 args
@@ -217,7 +209,7 @@ eval_arm() { # eval_arm NAME: one evaluation run of the arm, added to the final 
 step "baselines"
 for arm in $EXTRA_ARMS; do eval_arm "$arm"; done
 
-# 7. Pass@k: sampled tries of the main memory arms.
+# 6. Pass@k: sampled tries of the main memory arms.
 step "pass@k"
 for arm in $PASS_K_ARMS; do
   case $arm in
@@ -243,6 +235,15 @@ done
 step "report: main arms, baselines and Pass@k"
 record "$RESULTS/memory-vs-none.md" "$MERIT" interact report --baseline "$RUNS/eval-none" "${arms[@]}"
 [ "$STOP_AFTER" = passk ] && exit 0
+
+# 7. The counterfactual at a frozen turn (Table 4).
+step "counterfactual"
+# The no-memory episodes are forked: their prefix holds no memory, and the fork without memory
+# repeats the logged episode from the reply cache, so only the memory arms cost model time.
+run "$MERIT" interact counterfactual --run "$RUNS/eval-none" --turn "$FORK_TURN" "${eval_set[@]}" \
+  --memory-from "$RUNS/train-cosine/memory" --turn-selector "$RUNS/selectors/turn.safetensors" \
+  "${fork_only[@]}" --out "$RESULTS/counterfactual.md" --log "$RUNS/counterfactual.forks.jsonl" > /dev/null
+[ "$STOP_AFTER" = counterfactual ] && exit 0
 
 step "ablations and retention"
 for arm in $LATER_ARMS; do eval_arm "$arm"; done
