@@ -70,6 +70,7 @@ EVAL_TASKS=${EVAL_TASKS:-60}
 GEN_OPTS=${GEN_OPTS:---writes --follow-ups --knowledge}
 TRAIN_SEEDS=${TRAIN_SEEDS:-300}
 EVAL_SEEDS=${EVAL_SEEDS:-200}
+GEN_MAX_SEED_SAMPLE=${GEN_MAX_SEED_SAMPLE:-1600}
 PRM_PAIRS=${PRM_PAIRS:-300}
 # Candidates judged per state: the student must tell memories apart on one state, which pairs
 # drawn independently (about one per state) cannot teach it; its agreement table then holds
@@ -110,6 +111,10 @@ record() { # record FILE COMMAND...: run the command, keep its stdout and the co
 }
 
 # 1. Task sets, SQL first, with the 1.5B model (the 0.5B drafts fail verification).
+# About one target in four passes verification with the 1.5B model, so a seed sample can run
+# out of targets before the set is full: the sample is then doubled (up to GEN_MAX_SEED_SAMPLE).
+# Widening keeps what is done: the sample is a prefix of one fixed order (seed.rs,
+# `spread_over_databases`), and targets already written or rejected are skipped by id.
 generate() { # generate SPLIT SEEDS_FILE SEED_SAMPLE TARGET
   local split=$1 seeds=$2 sample=$3 target=$4 out=data/interact-$1
   while :; do
@@ -118,7 +123,14 @@ generate() { # generate SPLIT SEEDS_FILE SEED_SAMPLE TARGET
     run "$MERIT" interact gen --seeds "$seeds" --split "$split" --tables "$SPIDER/tables.json" \
       --db-dir "$SPIDER/database" --out "$out" --model "$GEN_MODEL" $GEN_OPTS \
       --seed-sample "$sample" --limit $((target - have))
-    [ "$(lines "$out/tasks.jsonl")" -eq "$have" ] && { echo "targets exhausted at $have" >&2; break; }
+    if [ "$(lines "$out/tasks.jsonl")" -eq "$have" ]; then
+      if [ "$sample" -ge "$GEN_MAX_SEED_SAMPLE" ]; then
+        echo "targets exhausted at $have" >&2
+        break
+      fi
+      sample=$((sample * 2))
+      echo "every target of the seed sample is done at $have tasks; sample widened to $sample" >&2
+    fi
   done
 }
 step "task generation"

@@ -110,4 +110,19 @@ mod tests {
         assert_eq!(ids(spread_over_databases(seeds.clone(), 99)).len(), 5);
         assert!(spread_over_databases(seeds, 0).is_empty());
     }
+
+    /// scripts/interact-experiments.sh widens a generation's sample when its targets run
+    /// out; the targets done so far stay valid only because a smaller sample is a prefix of a
+    /// larger one.
+    #[test]
+    fn a_smaller_sample_is_a_prefix_of_a_larger_one() {
+        let seeds: Vec<Seed> = (0..40)
+            .map(|i| seed(&format!("t-{i}"), ["d", "a", "c", "b"][i % 7 % 4]))
+            .collect();
+        for (small, large) in [(3, 6), (5, 10), (9, 40), (13, 99)] {
+            let small = spread_over_databases(seeds.clone(), small);
+            let large = spread_over_databases(seeds.clone(), large);
+            assert_eq!(small[..], large[..small.len()]);
+        }
+    }
 }
