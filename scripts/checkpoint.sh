@@ -6,7 +6,7 @@
 # repository is enough to go on elsewhere:
 #
 #   scripts/checkpoint.sh save      # runs/ -> checkpoints/runs.tar.gz, and the reply cache
-#                                   # -> checkpoints/replies.tar.gz (commit both)
+#                                   # -> checkpoints/replies/ (commit both)
 #   scripts/checkpoint.sh restore   # both back, only where nothing is there yet (never
 #                                   # overwrites a newer local file)
 #
@@ -14,8 +14,13 @@
 # because later steps are planned on it: the paper-setting run shares the dev run's initial
 # predictions through it, and the live experiment's no-memory arm is the dev run's Iterative
 # replies. Its segments are append-only files of one writer each, so an older copy of a
-# segment is a prefix of the newer one. It is left out (with a message) past REPLIES_MAX_MB
-# compressed, so the repository never takes an unbounded cache.
+# segment is a prefix of the newer one. Each segment is saved as its own gzip file
+# (checkpoints/replies/SEGMENT.jsonl.gz), not in one archive: only the segment a running process
+# appends to changes between two saves, so a checkpoint commit adds that one file and git keeps
+# a single copy of the others (one archive of the whole cache added ~6 MB to every checkpoint
+# commit). Segments are never removed from there, even when the local cache was cleared. The
+# cache is left out (with a message) past REPLIES_MAX_MB compressed, so the repository never
+# takes an unbounded cache.
 #
 # Left out: the pinned binaries (their source-commit files stay: scripts/pin-binary.sh builds
 # the same code again on another machine), the repair streams' memory
@@ -26,7 +31,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ARCHIVE=${ARCHIVE:-checkpoints/runs.tar.gz}
-REPLIES_ARCHIVE=${REPLIES_ARCHIVE:-checkpoints/replies.tar.gz}
+REPLIES_DIR=${REPLIES_DIR:-checkpoints/replies}
 REPLIES_MAX_MB=${REPLIES_MAX_MB:-40}
 MERIT_HOME=${MERIT_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/merit}
 
@@ -54,14 +59,27 @@ case ${1:-} in
     mv "$tmp" "$ARCHIVE"
     echo "saved $(du -h "$ARCHIVE" | cut -f1) to $ARCHIVE"
     if [ -d "$MERIT_HOME/replies" ]; then
-      snapshot "$MERIT_HOME" replies
-      if [ "$(stat -c %s "$tmp")" -gt $((REPLIES_MAX_MB * 1024 * 1024)) ]; then
-        rm -f "$tmp"
+      staged="$REPLIES_DIR.tmp.$$"
+      trap 'rm -f "$tmp" "$tmp.tar"; rm -rf "$staged"' EXIT
+      mkdir -p "$staged"
+      for segment in "$MERIT_HOME"/replies/*.jsonl; do
+        [ -f "$segment" ] || continue
+        # gzip without a name or time: an unchanged segment gives the same bytes.
+        gzip -9n < "$segment" > "$staged/$(basename "$segment").gz"
+      done
+      if [ "$(du -sb "$staged" | cut -f1)" -gt $((REPLIES_MAX_MB * 1024 * 1024)) ]; then
         echo "reply cache over ${REPLIES_MAX_MB} MB compressed: not saved" >&2
       else
-        mv "$tmp" "$REPLIES_ARCHIVE"
-        echo "saved $(du -h "$REPLIES_ARCHIVE" | cut -f1) to $REPLIES_ARCHIVE"
+        mkdir -p "$REPLIES_DIR"
+        changed=0
+        for file in "$staged"/*.gz; do
+          [ -f "$file" ] || continue
+          target="$REPLIES_DIR/$(basename "$file")"
+          cmp -s "$file" "$target" || { mv "$file" "$target"; changed=$((changed + 1)); }
+        done
+        echo "saved $(du -sh "$REPLIES_DIR" | cut -f1) to $REPLIES_DIR ($changed segments changed)"
       fi
+      rm -rf "$staged"
     fi
     ;;
   restore)
@@ -73,11 +91,20 @@ case ${1:-} in
     else
       echo "no $ARCHIVE: no runs to restore"
     fi
-    if [ -f "$REPLIES_ARCHIVE" ]; then
-      mkdir -p "$MERIT_HOME"
-      tar --skip-old-files -C "$MERIT_HOME" -xzf "$REPLIES_ARCHIVE"
-      echo "restored the reply cache in $MERIT_HOME/replies from $REPLIES_ARCHIVE"
-    fi
+    # A segment already here is the newer copy (segments only grow), so it stays.
+    restored=0
+    for file in "$REPLIES_DIR"/*.jsonl.gz; do
+      [ -f "$file" ] || continue
+      mkdir -p "$MERIT_HOME/replies"
+      segment="$MERIT_HOME/replies/$(basename "$file" .gz)"
+      if [ ! -e "$segment" ]; then
+        # Decompressed beside the folder, then renamed in: the cache reads every file in it.
+        gzip -dc < "$file" > "$MERIT_HOME/replies.restore.tmp.$$"
+        mv "$MERIT_HOME/replies.restore.tmp.$$" "$segment"
+        restored=$((restored + 1))
+      fi
+    done
+    echo "restored $restored reply-cache segments in $MERIT_HOME/replies from $REPLIES_DIR"
     ;;
   *)
     echo "usage: $0 save|restore" >&2
