@@ -15,6 +15,7 @@
 #![warn(missing_docs)]
 
 pub mod extract;
+pub mod lex;
 mod scratch;
 mod sqlite;
 mod statement;

@@ -10,7 +10,7 @@
 use crate::statement::split_first_statement;
 use crate::{ExecError, ExecLimits, ResultSet, SqliteDatabase, Value};
 use rusqlite::config::DbConfig;
-use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
+use rusqlite::hooks::{AuthAction, AuthContext};
 use rusqlite::limits::Limit;
 use rusqlite::{Connection, OpenFlags};
 use std::path::{Path, PathBuf};
@@ -92,20 +92,7 @@ impl SqliteDatabase {
             Ok(())
         };
         setup(&connection).map_err(|e| open_error(e.to_string()))?;
-        let denied = Arc::new(Mutex::new(None));
-        let denied_by_hook = Arc::clone(&denied);
-        connection
-            .authorizer(Some(move |context: AuthContext<'_>| {
-                match refusal(&context) {
-                    None => Authorization::Allow,
-                    Some(what) => {
-                        if let Ok(mut slot) = denied_by_hook.lock() {
-                            slot.get_or_insert(what);
-                        }
-                        Authorization::Deny
-                    }
-                }
-            }))
+        let denied = crate::sqlite::install_authorizer(&mut connection, refusal)
             .map_err(|e| open_error(e.to_string()))?;
         Ok(ScratchConnection {
             path,

@@ -129,20 +129,7 @@ impl SqliteDatabase {
             Ok(())
         };
         setup(&connection).map_err(|error| self.open_error(error.to_string()))?;
-        let denied = Arc::new(Mutex::new(None));
-        let denied_by_hook = Arc::clone(&denied);
-        connection
-            .authorizer(Some(move |context: AuthContext<'_>| {
-                match refusal(&context) {
-                    None => Authorization::Allow,
-                    Some(what) => {
-                        if let Ok(mut slot) = denied_by_hook.lock() {
-                            slot.get_or_insert(what);
-                        }
-                        Authorization::Deny
-                    }
-                }
-            }))
+        let denied = install_authorizer(&mut connection, refusal)
             .map_err(|error| self.open_error(error.to_string()))?;
         Ok(PooledConnection { connection, denied })
     }
@@ -309,6 +296,29 @@ pub(crate) fn arm_deadline(
         .map_err(|error| ExecError::Sql {
             message: error.to_string(),
         })
+}
+
+/// Installs an authorizer that denies what `refusal` names and records the first refusal of
+/// each statement in the returned slot, which [`classify_sqlite_error`] reads: SQLite itself
+/// only reports "not authorized", and the error should say what was refused.
+pub(crate) fn install_authorizer(
+    connection: &mut Connection,
+    refusal: fn(&AuthContext<'_>) -> Option<String>,
+) -> rusqlite::Result<Arc<Mutex<Option<String>>>> {
+    let denied = Arc::new(Mutex::new(None));
+    let denied_by_hook = Arc::clone(&denied);
+    connection.authorizer(Some(move |context: AuthContext<'_>| {
+        match refusal(&context) {
+            None => Authorization::Allow,
+            Some(what) => {
+                if let Ok(mut slot) = denied_by_hook.lock() {
+                    slot.get_or_insert(what);
+                }
+                Authorization::Deny
+            }
+        }
+    }))?;
+    Ok(denied)
 }
 
 /// Turns a rusqlite error into an [`ExecError`]: a refusal the authorizer recorded in `denied`

@@ -26,50 +26,17 @@ impl StatementSplit<'_> {
 /// Splits `sql` after its first `;` that is outside string literals, quoted identifiers and
 /// comments, following SQLite's tokenizer rules for quotes (`'…'`, `"…"`, `` `…` ``, `[…]`).
 pub fn split_first_statement(sql: &str) -> StatementSplit<'_> {
-    let bytes = sql.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'\'' | b'"' | b'`' => {
-                let quote = bytes[i];
-                i += 1;
-                // A doubled quote inside the literal is an escaped quote; both cases are
-                // handled by simply scanning to the next quote and continuing from there.
-                while i < bytes.len() && bytes[i] != quote {
-                    i += 1;
-                }
-                i += 1;
-            }
-            b'[' => {
-                while i < bytes.len() && bytes[i] != b']' {
-                    i += 1;
-                }
-                i += 1;
-            }
-            b'-' if bytes.get(i + 1) == Some(&b'-') => {
-                while i < bytes.len() && bytes[i] != b'\n' {
-                    i += 1;
-                }
-            }
-            b'/' if bytes.get(i + 1) == Some(&b'*') => {
-                i += 2;
-                while i < bytes.len() && !(bytes[i] == b'*' && bytes.get(i + 1) == Some(&b'/')) {
-                    i += 1;
-                }
-                i += 2;
-            }
-            b';' => {
-                return StatementSplit {
-                    first: &sql[..=i],
-                    tail: &sql[i + 1..],
-                };
-            }
-            _ => i += 1,
-        }
-    }
-    StatementSplit {
-        first: sql,
-        tail: "",
+    let semicolon = crate::lex::pieces(sql)
+        .find(|piece| piece.kind == crate::lex::PieceKind::Other && piece.text(sql) == ";");
+    match semicolon {
+        Some(piece) => StatementSplit {
+            first: &sql[..piece.end],
+            tail: &sql[piece.end..],
+        },
+        None => StatementSplit {
+            first: sql,
+            tail: "",
+        },
     }
 }
 

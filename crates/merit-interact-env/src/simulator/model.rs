@@ -448,60 +448,20 @@ const JOIN_PREFIXES: [&str; 7] = [
     "left", "right", "inner", "outer", "full", "cross", "natural",
 ];
 
-/// A word of SQL text outside literals, quoted identifiers and comments, with its byte span.
+/// A word of SQL text outside literals, quoted identifiers and comments, with where it starts.
 struct Word {
     start: usize,
     lower: String,
 }
 
 fn words(sql: &str) -> Vec<Word> {
-    let bytes = sql.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        let c = bytes[i];
-        match c {
-            b'\'' | b'"' | b'`' => {
-                // Skip to the matching quote (a doubled quote is an escape).
-                i += 1;
-                while i < bytes.len() {
-                    if bytes[i] == c {
-                        if bytes.get(i + 1) == Some(&c) {
-                            i += 2;
-                            continue;
-                        }
-                        break;
-                    }
-                    i += 1;
-                }
-                i += 1;
-            }
-            b'-' if bytes.get(i + 1) == Some(&b'-') => {
-                while i < bytes.len() && bytes[i] != b'\n' {
-                    i += 1;
-                }
-            }
-            b'/' if bytes.get(i + 1) == Some(&b'*') => {
-                i += 2;
-                while i < bytes.len() && !(bytes[i] == b'*' && bytes.get(i + 1) == Some(&b'/')) {
-                    i += 1;
-                }
-                i += 2;
-            }
-            _ if c.is_ascii_alphanumeric() || c == b'_' => {
-                let start = i;
-                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
-                    i += 1;
-                }
-                out.push(Word {
-                    start,
-                    lower: sql[start..i].to_ascii_lowercase(),
-                });
-            }
-            _ => i += 1,
-        }
-    }
-    out
+    merit_sql::lex::pieces(sql)
+        .filter(|piece| piece.kind == merit_sql::lex::PieceKind::Word)
+        .map(|piece| Word {
+            start: piece.start,
+            lower: piece.text(sql).to_ascii_lowercase(),
+        })
+        .collect()
 }
 
 /// Cuts gold statements into clause segments: a new segment starts at every `SELECT`, `FROM`,
