@@ -80,32 +80,55 @@ trap 'kill $checkpointer 2>/dev/null || true; scripts/checkpoint.sh save || true
 # On a fresh machine (after `apt-get install -y cmake clang libclang-dev`) a pin is built again
 # from the commit it was first built from; the models are fetched on first use.
 
+# The pinned binary of a run folder; fails when there is none. Each step checks it
+# (`merit=$(pinned DIR) || return 1`): a failed pin must stop the step, not fall through to
+# `MERIT=` empty, which the step scripts take for "unset" and replace with their unpinned
+# default build (a command substitution in an assignment prefix stops nothing on failure).
+pinned() {
+  local binary
+  if binary=$(scripts/pin-binary.sh "$1") && [ -x "$binary" ]; then
+    echo "$binary"
+  else
+    echo "queue: no pinned binary for $1; step stopped" >&2
+    return 1
+  fi
+}
+
 # One step; a step that fails is logged and the queue goes on with the next one (the steps do
 # not depend on each other), so that one failure in a session's absence does not leave the
 # cores idle until the next session.
 run_step() {
-  local step=$1
+  local step=$1 merit
   case $step in
     calibration-memory)
+      merit=$(pinned runs/repair-calibration-memory) || return 1
       LIMIT=150 RUNS=runs/repair-calibration-memory RESULTS=docs/results/repair/calibration/memory-150 \
         CONFIGS="merit-big-fresh-guard-hints-grammar merit-big-fresh-guard-hints-grammar-change" \
-        MERIT=$(scripts/pin-binary.sh runs/repair-calibration-memory) scripts/repair-calibration.sh ;;
+        MERIT=$merit scripts/repair-calibration.sh ;;
     calibration-dense)
+      merit=$(pinned runs/repair-calibration-dense) || return 1
       LIMIT=150 RUNS=runs/repair-calibration-dense RESULTS=docs/results/repair/calibration/dense-150 \
         DATABASES=activity_1,climbing,cre_Doc_Tracking_DB,device,entrepreneur,hospital_1,machine_repair,network_2,scientist_1,swimming \
         CONFIGS="merit-big-fresh-guard-hints-grammar merit-big-fresh-guard-hints-grammar-change merit-big-fresh-guard-hints-grammar-change-positive merit-big-fresh-guard-hints-grammar-positive" \
-        MERIT=$(scripts/pin-binary.sh runs/repair-calibration-dense) scripts/repair-calibration.sh ;;
+        MERIT=$merit scripts/repair-calibration.sh ;;
     calibration-aliases)
+      merit=$(pinned runs/repair-calibration-aliases) || return 1
       LIMIT=150 RUNS=runs/repair-calibration-aliases RESULTS=docs/results/repair/calibration/aliases-150 \
         CONFIGS="big-fresh-guard-hints-grammar big-fresh-guard-hints-grammar-free" \
-        MERIT=$(scripts/pin-binary.sh runs/repair-calibration-aliases) scripts/repair-calibration.sh ;;
+        MERIT=$merit scripts/repair-calibration.sh ;;
     repair) scripts/repair-dev-run.sh ;;
     repair-posthoc)
       RUNS=runs/repair-dev-posthoc RESULTS=docs/results/repair/dev-posthoc PLAN=change:merit:0 \
         scripts/repair-dev-run.sh ;;
-    live) MERIT=$(scripts/pin-binary.sh runs/pins/live-dev) scripts/live-dev-run.sh ;;
-    interact-main) STOP_AFTER=passk MERIT=$(scripts/pin-binary.sh runs/interact) scripts/interact-experiments.sh ;;
-    interact | interact-rest) MERIT=$(scripts/pin-binary.sh runs/interact) scripts/interact-experiments.sh ;;
+    live)
+      merit=$(pinned runs/pins/live-dev) || return 1
+      MERIT=$merit scripts/live-dev-run.sh ;;
+    interact-main)
+      merit=$(pinned runs/interact) || return 1
+      STOP_AFTER=passk MERIT=$merit scripts/interact-experiments.sh ;;
+    interact | interact-rest)
+      merit=$(pinned runs/interact) || return 1
+      MERIT=$merit scripts/interact-experiments.sh ;;
     fuzz)
       # One instance a core: each locks the target it fuzzes, so the two share the targets.
       FUZZ_SECONDS=$FUZZ_SECONDS FUZZ_LOG=$FUZZ_LOG FUZZ_TARGETS=$FUZZ_TARGETS scripts/fuzz-all.sh &

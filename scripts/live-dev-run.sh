@@ -3,7 +3,8 @@
 # configuration as the repair results (scripts/repair-dev-run.sh, "chosen"), the oracle hidden
 # from the agent, a seeded simulated user. Arms: no memory; memory with perfect feedback on
 # every answer; feedback on half of the answers, right or wrong 20% / 40% of the time; and
-# memory with nobody speaking (every answer finalized by the wait).
+# memory with nobody speaking (every answer finalized by the wait). Beside them, the repair
+# experiment's Iterative and MERIT streams of the same questions (oracle-judged references).
 #
 #   setsid nohup scripts/live-dev-run.sh >> runs/live-dev.log 2>&1 &
 #
@@ -14,18 +15,25 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-MERIT=${MERIT:-target/release/merit}
+# The binary pinned for this experiment (scripts/pin-binary.sh), so that a run resumed across
+# sessions and machines runs the code it started with; a failed pin stops the script here.
+MERIT=${MERIT:-$(scripts/pin-binary.sh runs/pins/live-dev)}
 SPIDER=${SPIDER:-../shared/data/spider}
 OUT=${OUT:-runs/live-dev}
 RESULTS=${RESULTS:-docs/results/live/dev}
 ARMS=${ARMS:-none oracle p=0.5,e=0 p=0.5,e=0.2 p=0.5,e=0.4 silent}
+# The repair experiment's committed logs of the same stream (seed 0), shown beside the arms:
+# Iterative and MERIT with the oracle judging every attempt (oracle MERIT, issue 20).
+REFERENCE=${REFERENCE:-docs/results/repair/dev/chosen/episodes}
 
 read -r -a arms <<< "$ARMS"
 echo "== $(date -u +%H:%M:%S) live-experiment ${arms[*]}"
 "$MERIT" live-experiment --arms "${arms[@]}" --finalize-after 5 \
   --dataset spider --split dev --data "$SPIDER" --db-dir "$SPIDER/database" --limit 300 \
   --k 7 --seeds 0 --repair-model qwen2.5-coder-1.5b-instruct \
-  --layout fresh --repeat-guard --hints schema,values --grammar --out "$OUT"
+  --layout fresh --repeat-guard --hints schema,values --grammar \
+  --reference "iterative=$REFERENCE/iterative-seed0.jsonl.gz" \
+  --reference "merit=$REFERENCE/merit-seed0.jsonl.gz" --out "$OUT"
 mkdir -p "$RESULTS"
 cp "$OUT/report.md" "$OUT/accuracy-over-stream.svg" "$RESULTS/"
 for arm in "$OUT"/arms/*/; do

@@ -27,9 +27,11 @@ same_sources() {
 if [ ! -x "$dir/merit" ]; then
   mkdir -p "$dir"
   if [ ! -f "$dir/source-commit" ]; then
+    # The pin is built from a worktree of HEAD (below), so uncommitted edits cannot reach it;
+    # say so rather than refuse: an unattended queue that starts a step while a session has
+    # edits open must still pin (a refusal there once let a step fall back to an unpinned build).
     if ! same_sources HEAD; then
-      echo "pin-binary: uncommitted changes under ${sources[*]}; commit them before pinning" >&2
-      exit 1
+      echo "pin-binary: uncommitted changes under ${sources[*]} are not in the pin; pinning HEAD $(git rev-parse --short HEAD)" >&2
     fi
     git rev-parse HEAD > "$dir/source-commit"
   fi

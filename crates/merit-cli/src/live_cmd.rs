@@ -7,7 +7,8 @@ use clap::Args;
 use merit_data::DatabaseDir;
 use merit_lab::experiment::{choose_questions, initial_predictions, Silent};
 use merit_lab::live::{
-    accuracy_over_stream, render_report, LiveAnswerRecord, LiveArm, LiveExperiment,
+    accuracy_over_stream, reference_answers, render_report, LiveAnswerRecord, LiveArm,
+    LiveExperiment,
 };
 use merit_live::LiveConfig;
 use merit_repair::hints::DatabaseHints;
@@ -25,6 +26,13 @@ pub struct LiveExperimentArgs {
     /// Questions an answer waits for feedback before it is finalized without.
     #[arg(long, default_value_t = 5)]
     finalize_after: u64,
+    /// A stream of the repair experiment shown beside the arms, as NAME=LOG (`merit run`'s
+    /// episode log of one method and seed, `.jsonl` or `.jsonl.gz`; repeat the option). It
+    /// must be the same questions in the same order (same data, --limit and seed): the oracle
+    /// judges every attempt there, so `iterative` and `merit` logs give memory's effect with
+    /// an oracle. Each reference is compared with `none`, and every later one with the first.
+    #[arg(long = "reference", value_name = "NAME=LOG")]
+    references: Vec<String>,
     /// The options of `merit run` (data, models, repair aids, K, --limit, --out; the stream
     /// order is `--seeds`' first seed; `--methods` is not used).
     #[command(flatten)]
@@ -34,6 +42,11 @@ pub struct LiveExperimentArgs {
 /// Runs `merit live-experiment`.
 pub fn run(args: LiveExperimentArgs) -> Result<()> {
     let run = &args.run;
+    if run.llm_url.is_none() {
+        // As `merit run` does, before any work: embedded decoding shares two cores with
+        // whatever else runs, and OpenMP's default spin makes that share collapse.
+        crate::models::reexec_with_bounded_openmp_spin();
+    }
     let out = run
         .out
         .clone()
@@ -88,6 +101,19 @@ pub fn run(args: LiveExperimentArgs) -> Result<()> {
         embedder: Arc::clone(&models.embedder),
         aids: Some(&hints),
     };
+    // References are read before any arm runs: a wrong path must not wait for hours of arms.
+    let stream_ids = experiment.stream_ids();
+    let mut references: Vec<(String, Vec<LiveAnswerRecord>)> = Vec::new();
+    for text in &args.references {
+        let (name, log) = text
+            .split_once('=')
+            .filter(|(name, log)| !name.trim().is_empty() && !log.trim().is_empty())
+            .with_context(|| format!("--reference {text:?}: expected NAME=EPISODE_LOG"))?;
+        let episodes = crate::report_cmd::read_episode_log(std::path::Path::new(log.trim()))?;
+        let name = format!("reference {}", name.trim());
+        let rows = reference_answers(&name, &episodes, &stream_ids).map_err(|e| anyhow!(e))?;
+        references.push((name, rows));
+    }
     let mut results: Vec<(String, Vec<LiveAnswerRecord>)> = Vec::new();
     for arm in &arms {
         let bar = crate::files::progress_bar(chosen.questions.len(), "live");
@@ -102,7 +128,28 @@ pub fn run(args: LiveExperimentArgs) -> Result<()> {
         bar.finish_and_clear();
         results.push((arm.name.clone(), answers));
     }
-    let report = render_report(&results, "none");
+    let mut comparisons: Vec<(String, String)> = results
+        .iter()
+        .filter(|(name, _)| name != "none")
+        .map(|(name, _)| (name.clone(), "none".to_string()))
+        .collect();
+    for (index, (name, _)) in references.iter().enumerate() {
+        comparisons.push((name.clone(), "none".to_string()));
+        if index > 0 {
+            comparisons.push((name.clone(), references[0].0.clone()));
+        }
+    }
+    let note = if references.is_empty() {
+        String::new()
+    } else {
+        "\nRows `reference …` are streams of the repair experiment on the same questions in the \
+         same order, with the oracle judging every attempt: its loop stops at the first correct \
+         query (the live loop at the first that executes), and its memory holds only \
+         oracle-verified entries.\n"
+            .to_string()
+    };
+    results.extend(references);
+    let report = render_report(&results, &comparisons) + &note;
     let series: BTreeMap<String, Vec<(f64, f64)>> = results
         .iter()
         .map(|(name, answers)| (name.clone(), accuracy_over_stream(answers)))

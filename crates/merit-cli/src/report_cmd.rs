@@ -47,22 +47,30 @@ fn load_run(dir: &Path) -> Result<Vec<EpisodeRecord>> {
     logs.sort();
     let mut episodes = Vec::new();
     for log in logs {
-        if log.extension().is_some_and(|ext| ext == "gz") {
-            episodes.extend(read_compressed_log(&log)?);
-            continue;
-        }
-        let loaded = read_records::<EpisodeRecord>(&log)?;
-        if loaded.torn_bytes > 0 {
-            eprintln!(
-                "warning: {} ends with an unfinished record ({} bytes, ignored); \
-                 resume the run to complete it",
-                log.display(),
-                loaded.torn_bytes
-            );
-        }
-        episodes.extend(loaded.records);
+        episodes.extend(read_episode_log(&log)?);
     }
     Ok(episodes)
+}
+
+/// Reads one episode log: `*.jsonl` as `merit run` writes it (an unfinished last record is
+/// ignored with a warning), or gzip-compressed as results are committed.
+pub(crate) fn read_episode_log(log: &Path) -> Result<Vec<EpisodeRecord>> {
+    if log.extension().is_some_and(|ext| ext == "gz") {
+        return read_compressed_log(log);
+    }
+    if !log.is_file() {
+        bail!("{}: no such episode log", log.display());
+    }
+    let loaded = read_records::<EpisodeRecord>(log)?;
+    if loaded.torn_bytes > 0 {
+        eprintln!(
+            "warning: {} ends with an unfinished record ({} bytes, ignored); \
+             resume the run to complete it",
+            log.display(),
+            loaded.torn_bytes
+        );
+    }
+    Ok(loaded.records)
 }
 
 /// Reads a gzip-compressed episode log. A committed log is complete by construction, so unlike

@@ -18,8 +18,10 @@
 use crate::experiment::{ChosenQuestions, ExperimentError, InitialPrediction};
 use crate::jsonl::{read_records, truncate_torn_tail, Appender};
 use crate::stream::stream_order;
+use merit_core::episode::EpisodeRecord;
 use merit_core::hash::fnv1a;
 use merit_core::model::{ChatModel, Embedder};
+use merit_core::Status;
 use merit_live::live::JOURNAL_FILE;
 use merit_live::{
     AskRequest, LiveConfig, LiveDeps, LiveError, LiveEvent, LiveMemory, UserFeedback,
@@ -179,6 +181,14 @@ pub struct LiveExperiment<'a> {
 }
 
 impl LiveExperiment<'_> {
+    /// The question ids in stream order (what every arm answers, position by position).
+    pub fn stream_ids(&self) -> Vec<String> {
+        stream_order(self.chosen.questions.len(), self.seed)
+            .into_iter()
+            .map(|index| self.chosen.questions[index].0.id.clone())
+            .collect()
+    }
+
     /// Runs (or resumes) `arm` in `dir`; returns its answers in stream order.
     pub fn run_arm(
         &self,
@@ -340,14 +350,73 @@ pub fn accuracy_over_stream(answers: &[LiveAnswerRecord]) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// The experiment's report: per arm, accuracy (with the answers that needed a repair, the
-/// repairs that used memory, and the feedback given), and each arm against the no-memory arm
-/// (`baseline`) on the same questions: the paired difference with its 95% query-bootstrap
-/// interval and the exact sign test on the questions where they differ.
-pub fn render_report(arms: &[(String, Vec<LiveAnswerRecord>)], baseline: &str) -> String {
+/// A stream of the repair experiment (`merit run`'s episode log of one method and seed) as a
+/// reference row beside the live arms: the same questions answered with the oracle judging
+/// every attempt (the loop stops at the first *correct* query, and MERIT's memory holds
+/// oracle-verified entries). `stream_ids` is the live stream's question order; the log must
+/// hold the same questions at the same positions, so that rows pair question by question.
+pub fn reference_answers(
+    name: &str,
+    episodes: &[EpisodeRecord],
+    stream_ids: &[String],
+) -> Result<Vec<LiveAnswerRecord>, String> {
+    let mut episodes: Vec<&EpisodeRecord> = episodes.iter().collect();
+    episodes.sort_by_key(|episode| episode.position);
+    if episodes.len() != stream_ids.len() {
+        return Err(format!(
+            "reference {name}: {} episodes for a stream of {} questions",
+            episodes.len(),
+            stream_ids.len()
+        ));
+    }
+    episodes
+        .iter()
+        .zip(stream_ids)
+        .enumerate()
+        .map(|(position, (episode, id))| {
+            if episode.position != position || &episode.question_id != id {
+                return Err(format!(
+                    "reference {name}: position {position} holds {} (episode position {}), \
+                     the live stream {id}: not the same stream (questions, --limit, seed)",
+                    episode.question_id, episode.position
+                ));
+            }
+            let last = episode.attempts.last().ok_or_else(|| {
+                format!("reference {name}: {} has no attempt", episode.question_id)
+            })?;
+            let memories: std::collections::BTreeSet<&str> = episode
+                .attempts
+                .iter()
+                .flat_map(|attempt| attempt.retrieved.iter().map(String::as_str))
+                .collect();
+            Ok(LiveAnswerRecord {
+                position,
+                question_id: id.clone(),
+                episode: position as u64,
+                sql: last.sql.clone(),
+                attempts: episode.attempts.len(),
+                executed: !matches!(last.status, Status::ExecutionError | Status::Timeout),
+                correct: episode.finally_correct(),
+                memories_used: memories.len(),
+                feedback: None,
+            })
+        })
+        .collect()
+}
+
+/// The experiment's report: per row (arm or reference), accuracy with the answers that needed
+/// a repair, the repairs that used memory, the feedback given and how much of it was wrong
+/// (the realised error rate is below e: an answer that did not execute is always rejected);
+/// then each pair of `comparisons` (row, baseline row) on the same questions: the paired
+/// difference with its 95% query-bootstrap interval and the exact sign test on the questions
+/// where they differ. A pair naming a missing row is left out.
+pub fn render_report(
+    arms: &[(String, Vec<LiveAnswerRecord>)],
+    comparisons: &[(String, String)],
+) -> String {
     let mut text = String::from(
-        "| arm | answers | accuracy | repaired answers | repairs with memory | feedback given |\n\
-         |---|---|---|---|---|---|\n",
+        "| row | answers | accuracy | repaired answers | repairs with memory | feedback given | feedback wrong |\n\
+         |---|---|---|---|---|---|---|\n",
     );
     for (name, answers) in arms {
         let n = answers.len().max(1);
@@ -358,20 +427,43 @@ pub fn render_report(arms: &[(String, Vec<LiveAnswerRecord>)], baseline: &str) -
             .filter(|a| a.attempts > 1 && a.memories_used > 0)
             .count();
         let feedback = answers.iter().filter(|a| a.feedback.is_some()).count();
+        let wrong = answers
+            .iter()
+            .filter(|a| match &a.feedback {
+                Some(UserFeedback::Confirm) => !a.correct,
+                Some(UserFeedback::Reject) => a.correct,
+                _ => false,
+            })
+            .count();
         text.push_str(&format!(
-            "| {name} | {} | {:.1}% ({correct}) | {repaired} | {with_memory} | {feedback} |\n",
+            "| {name} | {} | {:.1}% ({correct}) | {repaired} | {with_memory} | {feedback} | {wrong} |\n",
             answers.len(),
             correct as f64 * 100.0 / n as f64
         ));
     }
-    let Some((_, base)) = arms.iter().find(|(name, _)| name == baseline) else {
-        return text;
+    let row = |wanted: &str| {
+        arms.iter()
+            .find(|(name, _)| name == wanted)
+            .map(|(_, answers)| answers)
     };
-    text.push_str(&format!(
-        "\n| arm − {baseline} | Δ accuracy (pp) | 95% CI | better / worse | exact sign test p |\n\
-         |---|---|---|---|---|\n"
-    ));
-    for (name, answers) in arms.iter().filter(|(name, _)| name != baseline) {
+    let pairs: Vec<(
+        &String,
+        &Vec<LiveAnswerRecord>,
+        &String,
+        &Vec<LiveAnswerRecord>,
+    )> = comparisons
+        .iter()
+        .filter_map(|(a, b)| Some((a, row(a)?, b, row(b)?)))
+        .collect();
+    if pairs.is_empty() {
+        return text;
+    }
+    text.push_str(
+        "\n| row − baseline | Δ accuracy (pp) | 95% CI | better / worse | exact sign test p |\n\
+         |---|---|---|---|---|\n",
+    );
+    for (name, answers, baseline, base) in pairs {
+        let name = format!("{name} − {baseline}");
         let paired: Vec<(Vec<u8>, Vec<u8>)> = answers
             .iter()
             .zip(base)
@@ -416,16 +508,85 @@ mod tests {
     #[test]
     fn the_report_pairs_each_arm_with_the_baseline() {
         let none: Vec<_> = (0..10).map(|q| answer(q, q < 4)).collect();
-        let live: Vec<_> = (0..10).map(|q| answer(q, q < 6)).collect();
-        let text = render_report(&[("none".into(), none), ("p1-e0".into(), live)], "none");
+        let mut live: Vec<_> = (0..10).map(|q| answer(q, q < 6)).collect();
+        // Feedback wrong twice: a confirmed wrong answer, a rejected right one.
+        live[0].feedback = Some(UserFeedback::Reject);
+        live[1].feedback = Some(UserFeedback::Confirm);
+        live[9].feedback = Some(UserFeedback::Confirm);
+        let comparisons = [
+            ("p1-e0".to_string(), "none".to_string()),
+            ("missing".to_string(), "none".to_string()),
+        ];
+        let text = render_report(
+            &[("none".into(), none), ("p1-e0".into(), live)],
+            &comparisons,
+        );
         assert!(
-            text.contains("| none | 10 | 40.0% (4) | 10 | 4 | 0 |"),
+            text.contains("| none | 10 | 40.0% (4) | 10 | 4 | 0 | 0 |"),
             "{text}"
         );
-        assert!(text.contains("| p1-e0 | +20.0 |"), "{text}");
+        assert!(
+            text.contains("| p1-e0 | 10 | 60.0% (6) | 10 | 6 | 3 | 2 |"),
+            "{text}"
+        );
+        assert!(text.contains("| p1-e0 − none | +20.0 |"), "{text}");
         assert!(text.contains("| 2 / 0 | 0.500 |"), "{text}");
+        assert!(!text.contains("missing"), "{text}");
         let series = accuracy_over_stream(&[answer(0, true), answer(1, false)]);
         assert_eq!(series, [(1.0, 100.0), (2.0, 50.0)]);
+    }
+
+    fn episode(position: usize, id: &str, statuses: &[Status]) -> EpisodeRecord {
+        EpisodeRecord {
+            method: "merit".into(),
+            seed: 0,
+            position,
+            question_id: id.into(),
+            db_id: "db".into(),
+            attempts: statuses
+                .iter()
+                .enumerate()
+                .map(|(step, &status)| merit_core::episode::AttemptRecord {
+                    step: step as u32,
+                    sql: format!("SELECT {step}"),
+                    status,
+                    error: None,
+                    failure_type: None,
+                    retrieved: vec![format!("m{position}"), "m0".into()],
+                    prompt_tokens: 0,
+                    completion_tokens: 0,
+                    calls: 1,
+                    aids: Default::default(),
+                })
+                .collect(),
+            memory_written: None,
+            stopped_early: None,
+        }
+    }
+
+    #[test]
+    fn a_repair_stream_becomes_a_reference_row_only_when_it_is_the_same_stream() {
+        let ids = vec!["dev-3".to_string(), "dev-1".to_string()];
+        // Logged out of order: the reference sorts by position.
+        let log = [
+            episode(
+                1,
+                "dev-1",
+                &[Status::ExecutionError, Status::DenotationMismatch],
+            ),
+            episode(0, "dev-3", &[Status::ExecutionError, Status::Correct]),
+        ];
+        let rows = reference_answers("merit", &log, &ids).unwrap();
+        assert_eq!(rows[0].question_id, "dev-3");
+        assert!(rows[0].correct && rows[0].executed);
+        assert_eq!((rows[0].attempts, rows[0].memories_used), (2, 1));
+        assert!(!rows[1].correct && rows[1].executed);
+        assert_eq!(rows[1].sql, "SELECT 1");
+        let swapped = vec!["dev-1".to_string(), "dev-3".to_string()];
+        let error = reference_answers("merit", &log, &swapped).unwrap_err();
+        assert!(error.contains("not the same stream"), "{error}");
+        let error = reference_answers("merit", &log[..1], &ids).unwrap_err();
+        assert!(error.contains("1 episodes for a stream of 2"), "{error}");
     }
 
     #[test]

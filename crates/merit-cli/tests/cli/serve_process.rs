@@ -246,37 +246,93 @@ fn initial_fails(body: &Value) -> Value {
 }
 
 /// `merit live-experiment` end to end on the shipped Spider sample against stand-in models:
-/// every arm answers the same questions, the report compares each with `none`, and running
-/// the same command again changes nothing.
+/// every arm answers the same questions, the report compares each with `none` and shows the
+/// repair experiment's streams of the same questions beside them, a reference from another
+/// stream is refused before any arm runs, and running the same command again changes nothing.
 #[test]
 fn the_live_experiment_runs_its_arms_and_reports_them() {
     let models = crate::stand_in::serve(initial_fails, &WORDS);
     let dir = tempfile::tempdir().unwrap();
     let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../demo/spider-sample");
     let out = dir.path().join("live");
-    let command = || {
+    let common = |command: &str, limit: &str| {
+        let mut args: Vec<std::ffi::OsString> = vec![command.into(), "--data".into()];
+        args.push(sample.clone().into());
+        args.push("--db-dir".into());
+        args.push(sample.join("database").into());
+        for arg in [
+            "--limit",
+            limit,
+            "--seeds",
+            "0",
+            "--k",
+            "2",
+            "--layout",
+            "fresh",
+            "--repeat-guard",
+            "--llm-url",
+            &models,
+            "--llm-model",
+            "stand-in",
+            "--embed-url",
+            &models,
+            "--embed-model",
+            "e",
+            "--cache",
+        ] {
+            args.push(arg.into());
+        }
+        args.push(dir.path().join("replies").into());
+        args
+    };
+    // The repair experiment on the same six questions, and on four (another stream).
+    for (limit, name) in [("6", "repair"), ("4", "repair-4")] {
         let output = merit()
-            .args(["live-experiment", "--arms", "none", "oracle", "p=0.5,e=0.2"])
-            .arg("--data")
-            .arg(&sample)
-            .arg("--db-dir")
-            .arg(sample.join("database"))
-            .args([
-                "--limit",
-                "6",
-                "--k",
-                "2",
-                "--layout",
-                "fresh",
-                "--repeat-guard",
-            ])
-            .args(["--llm-url", &models, "--llm-model", "stand-in"])
-            .args(["--embed-url", &models, "--embed-model", "e", "--cache"])
-            .arg(dir.path().join("replies"))
-            .arg("--out")
-            .arg(&out)
+            .args(common("run", limit))
+            .args(["--methods", "iterative,merit", "--out"])
+            .arg(dir.path().join(name))
             .output()
             .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let reference = |run: &str, method: &str| {
+        let log = dir
+            .path()
+            .join(run)
+            .join(format!("episodes/{method}-seed0.jsonl"));
+        format!("{method}={}", log.display())
+    };
+    let live = |references: &[String]| {
+        let mut command = merit();
+        command.args(common("live-experiment", "6")).args([
+            "--arms",
+            "none",
+            "oracle",
+            "p=0.5,e=0.2",
+        ]);
+        for reference in references {
+            command.arg("--reference").arg(reference);
+        }
+        command.arg("--out").arg(&out).output().unwrap()
+    };
+    let wrong = live(&[reference("repair-4", "iterative")]);
+    assert!(!wrong.status.success());
+    let stderr = String::from_utf8_lossy(&wrong.stderr);
+    assert!(stderr.contains("4 episodes for a stream of 6"), "{stderr}");
+    assert!(
+        !out.join("arms").exists(),
+        "no arm ran before the reference was checked"
+    );
+    let references = [
+        reference("repair", "iterative"),
+        reference("repair", "merit"),
+    ];
+    let command = || {
+        let output = live(&references);
         assert!(
             output.status.success(),
             "{}",
@@ -285,14 +341,18 @@ fn the_live_experiment_runs_its_arms_and_reports_them() {
         String::from_utf8(output.stdout).unwrap()
     };
     let report = command();
-    for arm in [
+    for row in [
         "| none | 6 |",
         "| oracle-feedback | 6 |",
         "| p0.5-e0.2 | 6 |",
+        "| reference iterative | 6 |",
+        "| reference merit | 6 |",
+        "| oracle-feedback − none | +",
+        "| reference iterative − none |",
+        "| reference merit − reference iterative |",
     ] {
-        assert!(report.contains(arm), "{report}");
+        assert!(report.contains(row), "{row}: {report}");
     }
-    assert!(report.contains("| oracle-feedback | +"), "{report}");
     assert!(out.join("accuracy-over-stream.svg").is_file());
     let answers = std::fs::read_to_string(out.join("arms/none/answers.jsonl")).unwrap();
     assert_eq!(answers.lines().count(), 6);
