@@ -13,7 +13,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-MERIT=${MERIT:-target/debug/merit}
 SPIDER=${SPIDER:-../shared/data/spider}
 GEN_MODEL=${GEN_MODEL:-qwen2.5-coder-1.5b-instruct}
 # The agent (and the user simulator, which runs on the same model). The 0.5B agent solves
@@ -41,12 +40,15 @@ LATER_ARMS=${LATER_ARMS:-bm25 memrl memento no-episode no-turn no-rl all inject2
 HOLDOUT_SEEDS=${HOLDOUT_SEEDS:-0 1 2}
 # Pass@k (the paper's Figure 3a): these arms run again with sampling at PASS_K_TEMPERATURE,
 # once per seed in PASS_K_SEEDS, and each arm's tries are reported together.
-# Each try is a whole evaluation run, so the tries cover the first PASS_K_LIMIT tasks (empty:
-# all): 2 arms x 3 tries x 30 tasks is about 12 hours of the two cores, the main arms' 60
-# tasks twice that again.
+# Each try is a whole evaluation run, so the tries cover a subset: every PASS_K_EVERY-th task
+# of the evaluation file (the file grew by appending, so every second task mixes the first
+# sets' read-only tasks with the new ones' writes and follow-ups), at most PASS_K_LIMIT of them
+# (empty: all): 2 arms x 3 tries x 30 tasks is about 12 hours of the two cores, the main
+# arms' 60 tasks twice that again.
 PASS_K_ARMS=${PASS_K_ARMS:-cosine learned}
 PASS_K_SEEDS=${PASS_K_SEEDS:-1 2 3}
 PASS_K_LIMIT=${PASS_K_LIMIT:-30}
+PASS_K_EVERY=${PASS_K_EVERY:-2}
 PASS_K_TEMPERATURE=${PASS_K_TEMPERATURE:-0.7}
 # Run folders made by hand (another checkpoint, another --inject) added to the final report.
 REPORT_RUNS=${REPORT_RUNS:-}
@@ -74,7 +76,8 @@ GEN_MAX_SEED_SAMPLE=${GEN_MAX_SEED_SAMPLE:-1600}
 PRM_PAIRS=${PRM_PAIRS:-300}
 # Candidates judged per state: the student must tell memories apart on one state, which pairs
 # drawn independently (about one per state) cannot teach it; its agreement table then holds
-# whole states out (--split-by state). See docs/results/interact/README.md, the PRM section.
+# whole tasks out (--split-by task: no state, nor a neighbouring turn of its episode, on both
+# sides). See docs/results/interact/README.md, the PRM section.
 PRM_PER_STATE=${PRM_PER_STATE:-4}
 RUNS=${RUNS:-runs/interact}
 RESULTS=${RESULTS:-docs/results/interact}
@@ -88,6 +91,9 @@ MAX_TURNS=${MAX_TURNS:-20}
 OBSERVATION_CHARS=${OBSERVATION_CHARS:-2000}
 MAX_TOKENS=${MAX_TOKENS:-320}
 
+# The binary pinned in the run folder (scripts/pin-binary.sh), so that a run resumed across
+# sessions and machines runs the code it started with; a failed pin stops the script here.
+MERIT=${MERIT:-$(scripts/pin-binary.sh "$RUNS")}
 mkdir -p "$RUNS" "$RESULTS"
 step() { echo "== $(date -u +%FT%TZ) $*" >&2; }
 run() { echo "+ $*" >&2; "$@"; }
@@ -148,7 +154,7 @@ eval_set=(--tasks data/interact-dev/tasks.jsonl --db-root data/interact-dev "${c
 train_only=(); [ -n "$TRAIN_LIMIT" ] && train_only=(--limit "$TRAIN_LIMIT")
 eval_only=(); [ -n "$EVAL_LIMIT" ] && eval_only=(--limit "$EVAL_LIMIT")
 fork_only=(); [ -n "$FORK_LIMIT" ] && fork_only=(--limit "$FORK_LIMIT")
-pass_k_only=("${eval_only[@]}"); [ -n "$PASS_K_LIMIT" ] && pass_k_only=(--limit "$PASS_K_LIMIT")
+pass_k_only=(--every "$PASS_K_EVERY" "${eval_only[@]}"); [ -n "$PASS_K_LIMIT" ] && pass_k_only=(--every "$PASS_K_EVERY" --limit "$PASS_K_LIMIT")
 
 # 2. The no-memory baseline on the evaluation split (issue 6).
 step "baseline"
@@ -177,11 +183,17 @@ if [ "$judged" -lt "$PRM_PAIRS" ]; then
   run "$MERIT" interact prm annotate --run "$RUNS/train-cosine" --out "$RUNS/prm/annotations.jsonl" \
     --model "$GEN_MODEL" --limit $((PRM_PAIRS - judged)) --per-state "$PRM_PER_STATE"
 fi
-record "$RESULTS/prm-agreement.md" "$MERIT" interact prm train \
-  --annotations "$RUNS/prm/annotations.jsonl" --out "$RUNS/prm" --split-by state
-record "$RESULTS/turn-selector.md" "$MERIT" interact train-selector --level turn --run "$RUNS/train-cosine" \
+# Each training runs once: a finished one (its last file written) is not repeated when the
+# script is started again, because the runs after it load its checkpoint and a checkpoint
+# retrained on another machine (another build of the pinned commit) need not be the same
+# bytes; a resumed evaluation would then mix two selectors. Delete the file to retrain.
+[ -f "$RUNS/prm/agreement.md" ] || record "$RESULTS/prm-agreement.md" "$MERIT" interact prm train \
+  --annotations "$RUNS/prm/annotations.jsonl" --out "$RUNS/prm" --split-by task
+[ -f "$RUNS/selectors/turn-decisions.json" ] || record "$RESULTS/turn-selector.md" \
+  "$MERIT" interact train-selector --level turn --run "$RUNS/train-cosine" \
   --prm "$RUNS/prm/student.safetensors" --out "$RUNS/selectors" --updates "$TURN_UPDATES" --batch "$TURN_BATCH"
-record "$RESULTS/episode-selector.md" "$MERIT" interact train-selector --level episode "${train_set[@]}" "${train_only[@]}" \
+[ -f "$RUNS/selectors/episode-decisions.json" ] || record "$RESULTS/episode-selector.md" \
+  "$MERIT" interact train-selector --level episode "${train_set[@]}" "${train_only[@]}" \
   --memory-from "$RUNS/train-cosine/memory" --with-turn-selector "$RUNS/selectors/turn.safetensors" \
   --out "$RUNS/selectors" --updates "$EPISODE_UPDATES" --batch "$EPISODE_BATCH"
 cp "$RUNS/selectors/"*-curve.svg "$RUNS/selectors/"*-curve.jsonl "$RUNS/selectors/"*-decisions.json "$RESULTS/"

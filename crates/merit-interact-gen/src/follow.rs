@@ -104,6 +104,16 @@ pub fn follow_up_for(
         .take(candidates.len())
         .find_map(|(operation, sql, request)| {
             let second = database.query(sql, limits).ok()?;
+            // The judge runs the gold after the reference rewrites (DISTINCT dropped as a
+            // token, ROUND unwrapped): a follow-up whose rewritten gold gives other rows
+            // (`COUNT(*)` over a `SELECT DISTINCT` counts the duplicates) would be judged
+            // against an answer other than the one checked here.
+            let judged = database
+                .query(&merit_interact_env::judge::reference_rewrites(sql), limits)
+                .ok()?;
+            if judged.rows != second.rows {
+                return None;
+            }
             let differs = second.rows != first.rows;
             let usable = !second.rows.is_empty()
                 && second
@@ -116,4 +126,50 @@ pub fn follow_up_for(
                 operation: operation.to_string(),
             })
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(sql: &str, target_id: &str) -> Target {
+        Target {
+            target_id: target_id.into(),
+            db_id: "concert_singer".into(),
+            seed_id: "test".into(),
+            seed_sql: sql.into(),
+            sql: sql.into(),
+            perturbations: Vec::new(),
+            write: None,
+            follow_up: None,
+        }
+    }
+
+    #[test]
+    fn a_follow_up_whose_gold_the_judge_would_rewrite_is_not_offered() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/data/spider/database/concert_singer/concert_singer.sqlite");
+        let database = SqliteDatabase::open(&path).unwrap();
+        let limits = ExecLimits::AGENT;
+        // Singers' countries: Netherlands, United States and four times France. Whichever
+        // operation is tried first, the count over `SELECT DISTINCT` (3 here, 6 once the judge
+        // drops DISTINCT) is never the follow-up; the distinct count survives the rewrite.
+        for id in ["0000aaaa", "0001aaaa", "0002aaaa"] {
+            let follow = follow_up_for(
+                &target("SELECT DISTINCT country FROM singer", id),
+                &database,
+                &limits,
+            )
+            .unwrap();
+            assert_eq!(follow.operation, "distinct_count", "{follow:?}");
+        }
+        // Without DISTINCT the plain count is offered when it comes first.
+        let plain = follow_up_for(
+            &target("SELECT country FROM singer", "0000aaaa"),
+            &database,
+            &limits,
+        )
+        .unwrap();
+        assert_eq!(plain.operation, "count", "{plain:?}");
+    }
 }

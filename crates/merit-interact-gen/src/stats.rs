@@ -99,8 +99,11 @@ pub struct GenStats {
     pub embedder: Option<String>,
 }
 
-/// Computes [`GenStats`]. Each `sol_sql` (its last statement) is run read-only through
-/// `merit_sql` with `timeout`; a database that cannot be found counts as not executed.
+/// Computes [`GenStats`]. A Query task's `sol_sql` (its last statement) is run read-only
+/// through `merit_sql` with `timeout`; a Management task's statements (after its
+/// `preprocess_sql`) run on a scratch copy of its database, and it counts as executed when
+/// all of them do (its rows are not counted: a write returns none). A database that cannot
+/// be found counts as not executed.
 pub fn compute_stats(
     tasks: &[GeneratedTask],
     databases: &DatabaseDir,
@@ -114,6 +117,14 @@ pub fn compute_stats(
         ..GenStats::default()
     };
     for task in tasks {
+        if task.category == "Management" {
+            let runs = databases
+                .locate(&task.selected_database)
+                .ok()
+                .is_some_and(|path| writes_run(&path, task, &limits));
+            stats.executed += usize::from(runs);
+            continue;
+        }
         let database = open
             .entry(task.selected_database.clone())
             .or_insert_with(|| {
@@ -154,6 +165,23 @@ pub fn compute_stats(
         stats.mean_pairwise_cosine_distance = mean_pairwise_cosine_distance(&vectors);
     }
     Ok(stats)
+}
+
+/// `true` when a Management task's `preprocess_sql` and `sol_sql` all run, in order, on a
+/// scratch copy of the database at `path` (thrown away after).
+fn writes_run(path: &std::path::Path, task: &GeneratedTask, limits: &ExecLimits) -> bool {
+    let Ok(copy) = super::write::scratch_copy(path) else {
+        return false;
+    };
+    let Ok(mut scratch) = SqliteDatabase::open_scratch(copy.path(), *limits) else {
+        return false;
+    };
+    !task.sol_sql.is_empty()
+        && task
+            .preprocess_sql
+            .iter()
+            .chain(&task.sol_sql)
+            .all(|sql| scratch.execute(sql).is_ok())
 }
 
 /// Mean of 1 − cos(u, v) over all unordered pairs; `None` for fewer than two vectors or a
@@ -348,6 +376,56 @@ mod tests {
 
     fn toks(s: &str) -> Vec<String> {
         tokenize(s)
+    }
+
+    fn task(category: &str, sql: &[&str]) -> GeneratedTask {
+        serde_json::from_value(serde_json::json!({
+            "instance_id": "concert_singer_gx",
+            "selected_database": "concert_singer",
+            "amb_user_query": "a vague request",
+            "query": "a clear request",
+            "preprocess_sql": [], "clean_up_sqls": [], "sol_sql": sql,
+            "external_knowledge": [], "test_cases": [], "category": category,
+            "conditions": {"decimal": -1, "distinct": false, "order": false},
+            "user_query_ambiguity": {"critical_ambiguity": [], "non_critical_ambiguity": []},
+            "knowledge_ambiguity": [],
+            "generation": {"format": "merit-interact-gen-v1", "target_id": "x",
+                "seed_id": "dev-1", "seed_sql": "", "perturbations": [], "model": "m",
+                "prompt_family": "f"}
+        }))
+        .expect("a record")
+    }
+
+    #[test]
+    fn write_tasks_count_as_executed_when_their_statements_run_on_a_copy() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/data/spider/database");
+        let file = root.join("concert_singer/concert_singer.sqlite");
+        let before = std::fs::read(&file).unwrap();
+        let tasks = [
+            task("Query", &["SELECT Name FROM singer WHERE Age > 40"]),
+            task(
+                "Management",
+                &[
+                    "DELETE FROM singer WHERE Age > 40",
+                    "UPDATE singer SET Age = Age + 1",
+                ],
+            ),
+            task("Management", &["DELETE FROM no_such_table"]),
+        ];
+        let stats = compute_stats(
+            &tasks,
+            &DatabaseDir::new(&root),
+            None,
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        assert_eq!((stats.tasks, stats.executed, stats.non_empty), (3, 2, 1));
+        assert_eq!(
+            std::fs::read(&file).unwrap(),
+            before,
+            "the database was written"
+        );
     }
 
     #[test]

@@ -169,7 +169,7 @@ fn single_table_filter(sql: &str) -> Option<(String, String)> {
 }
 
 /// A copy of `source` to change.
-fn scratch_copy(source: &std::path::Path) -> Result<tempfile::NamedTempFile, GenError> {
+pub(crate) fn scratch_copy(source: &std::path::Path) -> Result<tempfile::NamedTempFile, GenError> {
     let copy = tempfile::NamedTempFile::new().map_err(super::io_error(source))?;
     std::fs::copy(source, copy.path()).map_err(super::io_error(source))?;
     Ok(copy)

@@ -61,6 +61,10 @@ pub struct EpisodeRecord {
     pub instance_id: String,
     /// Query or Management, for the BI/DM split of the report.
     pub category: Category,
+    /// Whether the task has a follow-up (a phase 2), so that phase-2 success can be counted
+    /// over the tasks that have one. Absent in logs written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub has_follow_up: Option<bool>,
     /// The agent model's identifier.
     pub agent_model: String,
     /// The simulator model's identifier, when a model simulator was used.
@@ -115,6 +119,7 @@ impl EpisodeRecord {
             format: EPISODE_FORMAT.to_string(),
             instance_id: task.instance_id().to_string(),
             category: task.category(),
+            has_follow_up: Some(task.has_follow_up()),
             agent_model,
             simulator_model,
             prompt_family: PROMPT_FAMILY.to_string(),

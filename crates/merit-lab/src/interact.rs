@@ -66,8 +66,11 @@ pub struct InteractSummary {
     pub management_tasks: usize,
     /// Phase-1 success, in percent.
     pub phase1_success: f64,
-    /// Phase-2 success, in percent.
+    /// Phase-2 success, in percent (of every task: one without a follow-up never passes it).
     pub phase2_success: f64,
+    /// Tasks with a follow-up and phase-2 success over them, in percent; `None` when the log
+    /// does not record which tasks have one (logs written before it did).
+    pub follow_ups: Option<(usize, f64)>,
     /// Phase 1 / phase 2 success over Query (read-only) tasks, in percent.
     pub query_success: (f64, f64),
     /// Phase 1 / phase 2 success over Management (write) tasks, in percent.
@@ -155,6 +158,7 @@ fn summarise_one(dir: &Path) -> Result<InteractSummary, InteractReportError> {
                 .filter(|r| r.trajectory.outcome.phase2_passed)
                 .count(),
         ),
+        follow_ups: follow_up_success(&records),
         mean_reward: records
             .iter()
             .map(|r| r.trajectory.outcome.reward)
@@ -230,6 +234,20 @@ fn retrievals_at(records: &[EpisodeRecord], level: Level) -> (usize, usize, usiz
         at_level().filter(|i| !i.chosen.is_empty()).count(),
         at_level().map(|i| i.chosen.len()).sum(),
     )
+}
+
+/// Tasks with a follow-up and the percentage of them whose phase 2 passed (0 when none has
+/// one); `None` when a record does not say whether its task has one.
+fn follow_up_success(records: &[EpisodeRecord]) -> Option<(usize, f64)> {
+    let mut with = 0usize;
+    let mut passed = 0usize;
+    for record in records {
+        if record.has_follow_up? {
+            with += 1;
+            passed += usize::from(record.trajectory.outcome.phase2_passed);
+        }
+    }
+    Some((with, passed as f64 * 100.0 / with.max(1) as f64))
 }
 
 /// Phase 1 and phase 2 success (percent) over the records of one category (0 when none).
@@ -358,7 +376,8 @@ pub fn render_comparisons(comparisons: &[PairedComparison]) -> String {
     }
     out.push_str(
         "\nTasks resampled with replacement; won / lost counts the tasks this run passed and the \
-         baseline failed, and the reverse; the exact two-sided sign test leaves ties out.\n",
+         baseline failed, and the reverse; the exact two-sided sign test leaves ties out. Phase 2 \
+         is counted over every common task: one without a follow-up fails it in both runs (a tie).\n",
     );
     out
 }
@@ -366,18 +385,24 @@ pub fn render_comparisons(comparisons: &[PairedComparison]) -> String {
 /// The main figures of each run as a Markdown table.
 pub fn render(summaries: &[InteractSummary]) -> String {
     let mut out = String::from(
-        "| run | tasks (Q/M) | phase 1 % | phase 2 % | Q: P1 / P2 % | M: P1 / P2 % | reward | turns | agent calls | simulator calls | tokens (prompt/output) | retrievals | episodes with memory % |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| run | tasks (Q/M) | phase 1 % | phase 2 % | phase 2 % of tasks with a follow-up (n) | Q: P1 / P2 % | M: P1 / P2 % | reward | turns | agent calls | simulator calls | tokens (prompt/output) | retrievals | episodes with memory % |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for s in summaries {
+        let follow_ups = match s.follow_ups {
+            Some((0, _)) => "n/a (0)".to_string(),
+            Some((n, rate)) => format!("{rate:.1} ({n})"),
+            None => "n/a".to_string(),
+        };
         out.push_str(&format!(
-            "| {} | {} ({}/{}) | {:.1} | {:.1} | {} | {} | {:.3} | {:.1} | {} | {} | {}/{} | {} | {:.1} |\n",
+            "| {} | {} ({}/{}) | {:.1} | {:.1} | {} | {} | {} | {:.3} | {:.1} | {} | {} | {}/{} | {} | {:.1} |\n",
             s.run,
             s.tasks,
             s.query_tasks,
             s.management_tasks,
             s.phase1_success,
             s.phase2_success,
+            follow_ups,
             category_cell(s.query_tasks, s.query_success),
             category_cell(s.management_tasks, s.management_success),
             s.mean_reward,

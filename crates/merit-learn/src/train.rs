@@ -299,9 +299,11 @@ pub struct TurnExample {
     pub memories: Vec<TurnMemory>,
 }
 
-/// The turn-level training states of logged episodes: before every turn of every record, the
-/// state and its candidates from `memory`'s turn bank (all of it visible, the record's own
-/// task excluded). States without a candidate are dropped.
+/// The turn-level training states of logged episodes: before every turn of every record from
+/// the second on (the agent consults turn memory only once a step has been taken; before the
+/// first turn the episode level serves), the state and its candidates from `memory`'s turn
+/// bank (all of it visible, the record's own task excluded). States without a candidate are
+/// dropped.
 pub fn turn_examples(
     records: &[EpisodeRecord],
     memory: &InteractMemory,
@@ -313,8 +315,9 @@ pub fn turn_examples(
     let mut out = Vec::new();
     for record in records {
         let trajectory = &record.trajectory;
-        let states: Vec<TurnState> = (0..trajectory.steps.len())
-            .map(|i| TurnState::at(&trajectory.task, &trajectory.steps[..i], chars))
+        // The state after `taken` steps precedes turn `taken + 1`.
+        let states: Vec<TurnState> = (1..trajectory.steps.len())
+            .map(|taken| TurnState::at(&trajectory.task, &trajectory.steps[..taken], chars))
             .collect();
         let texts: Vec<String> = states.iter().map(TurnState::signature).collect();
         if texts.is_empty() {
@@ -324,7 +327,8 @@ pub fn turn_examples(
             .embed(&texts)
             .map_err(|e| TrainError::Collect(e.to_string()))?;
         let view = memory.turns_at(position, &record.instance_id);
-        for (turn, (state, vector)) in states.into_iter().zip(vectors).enumerate() {
+        for (index, (state, vector)) in states.into_iter().zip(vectors).enumerate() {
+            let taken = index + 1;
             let candidates = view
                 .candidates(&state, &vector, retrieval)
                 .map_err(|e| TrainError::Collect(e.to_string()))?;
@@ -345,7 +349,7 @@ pub fn turn_examples(
             };
             out.push(TurnExample {
                 instance_id: record.instance_id.clone(),
-                turn: turn + 1,
+                turn: taken + 1,
                 state,
                 example,
                 memories: candidates.iter().map(|c| c.entry.clone()).collect(),

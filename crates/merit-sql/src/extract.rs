@@ -86,6 +86,51 @@ pub fn extract_sql(reply: &str) -> Result<String, NoSqlInReply> {
     })
 }
 
+/// Statements that change data or schema: an answer that begins with one is taken whole by
+/// [`extract_statements`].
+const CHANGING_VERBS: &[&str] = &[
+    "insert", "update", "delete", "replace", "create", "alter", "drop",
+];
+
+/// [`extract_sql`] for answers that may change data (a write task's answer): when the first
+/// SQL-tagged (else untagged) code block, or a reply without code blocks, begins with a
+/// statement that writes or changes the schema (`INSERT`, `UPDATE`, `DELETE`, `REPLACE`,
+/// `CREATE`, `ALTER`, `DROP`), that text is the answer, trimmed, every statement in it
+/// included (such an answer may take several); otherwise what [`extract_sql`] finds, so that
+/// a reply holding a query gives the same answer from both.
+pub fn extract_statements(reply: &str) -> Result<String, NoSqlInReply> {
+    let blocks = code_blocks(reply);
+    let first = blocks
+        .iter()
+        .find(|b| b.kind == BlockKind::Sql)
+        .or_else(|| blocks.iter().find(|b| b.kind == BlockKind::Untagged))
+        .map(|b| b.body);
+    let candidate = match first {
+        Some(body) => Some(body),
+        // Without a fence, prose may follow the statements after a blank line.
+        None if blocks.is_empty() => Some(reply.trim_start().split("\n\n").next().unwrap_or("")),
+        None => None,
+    };
+    if let Some(text) = candidate.filter(|text| begins_with_change(text)) {
+        return Ok(text.trim().to_string());
+    }
+    extract_sql(reply)
+}
+
+/// `true` when the first word of `text` outside comments is one of [`CHANGING_VERBS`].
+fn begins_with_change(text: &str) -> bool {
+    crate::lex::pieces(text)
+        .find(|piece| match piece.kind {
+            crate::lex::PieceKind::Comment => false,
+            crate::lex::PieceKind::Other => !piece.text(text).trim().is_empty(),
+            _ => true,
+        })
+        .is_some_and(|piece| {
+            piece.kind == crate::lex::PieceKind::Word
+                && CHANGING_VERBS.contains(&piece.text(text).to_ascii_lowercase().as_str())
+        })
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum BlockKind {
     /// Tagged with a SQL dialect.
@@ -453,6 +498,27 @@ mod tests {
 
     fn sql(reply: &str) -> String {
         extract_sql(reply).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_changing_answer_is_taken_whole_and_a_query_as_extract_sql_takes_it() {
+        let update = "Here it is:\n```sql\n-- raise\nUPDATE t SET a = (SELECT max(a) FROM t);\nDELETE FROM u;\n```";
+        assert_eq!(
+            extract_statements(update).unwrap(),
+            "-- raise\nUPDATE t SET a = (SELECT max(a) FROM t);\nDELETE FROM u;"
+        );
+        assert_eq!(
+            extract_statements("delete from t where a = 1;\n\nThis removes the row.").unwrap(),
+            "delete from t where a = 1;"
+        );
+        for reply in [
+            "```sql\nSELECT a FROM t;\n```",
+            "SELECT a FROM t;\n\nThis lists a.",
+            "```python\nUPDATE = 1\n```\nSELECT a FROM t",
+        ] {
+            assert_eq!(extract_statements(reply), extract_sql(reply), "{reply}");
+        }
+        assert!(extract_statements("No idea.").is_err());
     }
 
     #[test]

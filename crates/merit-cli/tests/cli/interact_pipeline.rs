@@ -261,8 +261,10 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
             root,
             "--out",
             &separate,
+            "--every",
+            "2",
             "--limit",
-            "1",
+            "2",
             "--simulator-model",
             "stand-in-user",
         ],
@@ -271,6 +273,16 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
         true,
     );
     let separate_log = lines(&dir.path().join("separate-simulator/episodes.jsonl"));
+    // `--every 2`: the first and the third task of the file.
+    let file_ids: Vec<serde_json::Value> = lines(Path::new(tasks_arg))
+        .into_iter()
+        .map(|task| task["instance_id"].clone())
+        .collect();
+    let run_ids: Vec<serde_json::Value> = separate_log
+        .iter()
+        .map(|episode| episode["instance_id"].clone())
+        .collect();
+    assert_eq!(run_ids, [file_ids[0].clone(), file_ids[2].clone()]);
     assert_eq!(separate_log[0]["simulator_model"], "openai:stand-in-user");
     assert_eq!(separate_log[0]["agent_model"], "openai:stand-in");
     let settings =
@@ -374,8 +386,8 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
     }
     assert!(dir.path().join("prm/agreement.md").is_file());
     assert!(dir.path().join("prm/student.safetensors").is_file());
-    // Split by state: the same pairs, another agreement table (no held-out state was seen).
-    let by_state = path("prm-by-state");
+    // Split by task: the same pairs, another agreement table (no held-out task was seen).
+    let by_state = path("prm-by-task");
     let table_by_state = merit(
         &[
             "interact",
@@ -386,7 +398,7 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
             "--out",
             &by_state,
             "--split-by",
-            "state",
+            "task",
             "--held-out-percent",
             "40",
         ],
@@ -395,10 +407,7 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
         false,
     );
     assert!(table_by_state.contains("student (SFT)"), "{table_by_state}");
-    assert!(dir
-        .path()
-        .join("prm-by-state/student.safetensors")
-        .is_file());
+    assert!(dir.path().join("prm-by-task/student.safetensors").is_file());
 
     // 4. Both selectors, trained with PPO from scratch.
     let selectors = path("selectors");

@@ -73,7 +73,21 @@ fn report_compares_runs_with_a_baseline_and_leaves_logs_alone() {
     let dir = tempfile::tempdir().unwrap();
     let ids: Vec<String> = (1..=6).map(|n| format!("alien_97{n:02}")).collect();
     let file = dir.path().join("tasks.jsonl");
-    let lines: Vec<String> = ids.iter().map(|id| task(id).to_string()).collect();
+    // The first task has a follow-up (the same query again, so the submitter passes it).
+    let lines: Vec<String> = ids
+        .iter()
+        .map(|id| {
+            let mut task = task(id);
+            if id == "alien_9701" {
+                task["follow_up"] = serde_json::json!({
+                    "query": "The same again, please.",
+                    "sol_sql": ["SELECT COUNT(*) FROM observatories WHERE airtempc > 20"],
+                    "category": "Query"
+                });
+            }
+            task.to_string()
+        })
+        .collect();
     std::fs::write(&file, lines.join("\n")).unwrap();
     let set = TaskSet::load(&file, &mini_root()).unwrap();
     let good = dir.path().join("good");
@@ -126,6 +140,9 @@ fn report_compares_runs_with_a_baseline_and_leaves_logs_alone() {
     let runs = report["runs"].as_array().unwrap();
     assert_eq!(runs[0]["tasks"], 6);
     assert_eq!(runs[0]["phase1_success"], 100.0);
+    // Phase 2 over the one task that has a follow-up, beside the rate over all six.
+    assert_eq!(runs[0]["follow_ups"], serde_json::json!([1, 100.0]));
+    assert!((runs[0]["phase2_success"].as_f64().unwrap() - 100.0 / 6.0).abs() < 1e-9);
     let baseline_success = runs[1]["phase1_success"].as_f64().unwrap();
     assert!((baseline_success - 100.0 / 3.0).abs() < 1e-9);
     let comparisons = report["comparisons"].as_array().unwrap();
@@ -204,5 +221,8 @@ fn report_compares_runs_with_a_baseline_and_leaves_logs_alone() {
         "{tries}"
     );
     // Every task is a Query task: the Management column says n/a, not a 0% rate.
-    assert!(text.contains("| 100.0 / 0.0 | n/a |"), "{text}");
+    assert!(
+        text.contains("| 100.0 (1) | 100.0 / 16.7 | n/a |"),
+        "{text}"
+    );
 }

@@ -289,8 +289,8 @@ pub fn tool_definitions() -> Value {
         ),
         tool(
             "submit",
-            "Give the user the final SQL query. Cost 3.",
-            vec![("sql", string("the final SQL query"))]
+            "Give the user the final SQL: a query, or the statements of a change. Cost 3.",
+            vec![("sql", string("the final SQL"))]
         ),
     ])
 }

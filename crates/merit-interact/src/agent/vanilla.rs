@@ -1,7 +1,7 @@
 //! The non-agentic baseline (paper 003's "Vanilla" LLM): one query per phase, no actions.
 //!
 //! The model gets the schema and the ambiguous request in one message (templates
-//! `vanilla_*.txt`), and its query is submitted at once: it cannot ask the user, look at
+//! `vanilla_*.txt`), and its SQL (a query, or a write task's statements) is submitted at once: it cannot ask the user, look at
 //! column meanings or the knowledge base, or try a query first. When phase 1 passes and the
 //! task has a follow-up, the follow-up comes as the next message of the same conversation and
 //! its query is submitted the same way. A failed submission ends the baseline's attempt at
@@ -20,7 +20,7 @@ use crate::env::Environment;
 use crate::prompts;
 use crate::simulator::UserSimulator;
 use merit_core::model::{ChatMessage, ChatRequest, Decoding, ModelError};
-use merit_sql::extract::extract_sql;
+use merit_sql::extract::extract_statements;
 
 impl ReactAgent {
     /// Runs one episode as the non-agentic baseline (see the module docs).
@@ -71,9 +71,10 @@ impl ReactAgent {
             usage.cached_calls += u64::from(reply.cached);
             usage.prompt_tokens += u64::from(reply.prompt_tokens);
             usage.completion_tokens += u64::from(reply.completion_tokens);
-            // A reply without a query is submitted as it stands: the judge fails it, as the
-            // user would.
-            let (sql, kind) = match extract_sql(&reply.text) {
+            // A reply without SQL is submitted as it stands: the judge fails it, as the user
+            // would. A write task's answer (UPDATE, INSERT, ...) is taken whole, as the agents'
+            // submit takes it.
+            let (sql, kind) = match extract_statements(&reply.text) {
                 Ok(sql) => (sql, ParseKind::BareCall),
                 Err(_) => {
                     usage.unreadable_replies += 1;

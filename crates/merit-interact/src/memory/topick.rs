@@ -6,8 +6,9 @@
 //!
 //! 1. **Topics** of a text are its content terms: the BM25 tokens (`[a-z0-9_]` runs, so schema
 //!    identifiers such as `air_temp` stay whole) of at least three characters that are not
-//!    common English function words. The query's topics come from the request (episode level)
-//!    or the state signature (turn level); a candidate's from its summary.
+//!    common English function words, nor the field labels of the turn-state signature. The
+//!    query's topics come from the request (episode level) or the state signature (turn
+//!    level); a candidate's from its summary.
 //! 2. **Weights.** The original estimates how well the model knows each topic from its own
 //!    output probabilities; the chat models here give no such scores, so the proxy is how
 //!    rarely the candidate pool covers the topic: `w(t) = ln(1 + n / (1 + df(t)))` over the
@@ -32,11 +33,20 @@ const STOP_WORDS: &[&str] = &[
     "will", "with", "would", "you", "your",
 ];
 
+/// The field labels of the turn-state signature (`INIT:`, `PREV_ACT:`, `PREV_OBS:`, and the
+/// `(none)` of a first step): every turn query and every turn memory's summary holds them, so
+/// as topics they would give every candidate a gain and TopicK would never decline to inject.
+const TEMPLATE_WORDS: &[&str] = &["init", "prev_act", "prev_obs", "none"];
+
 /// The topics of `text` (see the module docs).
 pub fn topics(text: &str) -> BTreeSet<String> {
     merit_memory::text::bm25_tokens(text)
         .into_iter()
-        .filter(|token| token.len() >= 3 && !STOP_WORDS.contains(&token.as_str()))
+        .filter(|token| {
+            token.len() >= 3
+                && !STOP_WORDS.contains(&token.as_str())
+                && !TEMPLATE_WORDS.contains(&token.as_str())
+        })
         .collect()
 }
 
@@ -171,5 +181,23 @@ mod tests {
         ];
         assert_eq!(select("list the stations", &candidates, 1), vec![1]);
         assert!(select("payroll of employees", &candidates, 3).is_empty());
+    }
+
+    #[test]
+    fn the_turn_signature_labels_are_not_topics() {
+        let state = |request: &str| {
+            crate::memory::TurnState {
+                initial_request: request.to_string(),
+                current_request: request.to_string(),
+                previous_action: None,
+                previous_observation: None,
+            }
+            .signature()
+        };
+        let expected: BTreeSet<String> = ["payroll".to_string()].into();
+        assert_eq!(topics(&state("payroll")), expected);
+        // A turn memory of another subject shares only the labels: nothing is injected.
+        let memory = candidate(1, &format!("{}\nACTION: get_schema()", state("stations")));
+        assert!(select(&state("payroll"), &[memory], 2).is_empty());
     }
 }

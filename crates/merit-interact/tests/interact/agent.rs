@@ -651,6 +651,23 @@ fn the_vanilla_baseline_answers_each_phase_once_from_the_schema() {
 }
 
 #[test]
+fn the_vanilla_baseline_submits_a_write_answer_whole() {
+    let mut record = warm_task("alien_M_9123", false);
+    record["category"] = serde_json::json!("Management");
+    record["sol_sql"] = serde_json::json!(["DELETE FROM observatories WHERE airtempc > 20"]);
+    let (_dir, set) = custom_tasks(&[record]);
+    let mut env = environment(&set, "alien_M_9123", simulator(), EnvConfig::default());
+    let statement = "UPDATE observatories SET airtempc = (SELECT MAX(airtempc) FROM observatories);\nDELETE FROM observatories WHERE airtempc > 20;";
+    let model = ScriptedModel::replies("vanilla", vec![format!("```sql\n{statement}\n```")]);
+    let result = ReactAgent::new(model, vanilla()).run(&mut env).unwrap();
+    let submitted = &result.trajectory.steps[0].action;
+    assert!(submitted.is_submit());
+    // Not the sub-query a query extractor would find in it.
+    assert_eq!(submitted.args, [statement]);
+    assert_eq!(result.agent_usage.unreadable_replies, 0);
+}
+
+#[test]
 fn the_vanilla_baseline_stops_after_one_failed_answer() {
     let (_dir, set) = custom_tasks(&[warm_task("alien_9121", true)]);
     let mut env = environment(&set, "alien_9121", simulator(), EnvConfig::default());

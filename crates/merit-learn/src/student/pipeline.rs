@@ -16,6 +16,10 @@ pub enum SplitBy {
     Pair,
     /// All pairs of one state together: the held-out check never sees a trained state.
     State,
+    /// All pairs of one task's states together (the state id up to its last `#`, as
+    /// `merit interact prm annotate` writes `instance#turn`): neighbouring turns of one
+    /// episode, nearly the same state with the same candidates, never fall on both sides.
+    Task,
 }
 
 /// The split and seed of [`train_student`].
@@ -41,10 +45,18 @@ pub struct TrainedStudent {
 }
 
 /// The bucket (0..100) of a record: an FNV-1a hash of its state id (and its memory id when
-/// splitting by pair), so a record always lands in the same part whatever else is annotated.
+/// splitting by pair; only the task part of the id when splitting by task), so a record always
+/// lands in the same part whatever else is annotated.
 pub fn bucket(record: &AnnotationRecord, split_by: SplitBy) -> u64 {
     let mut hash = merit_core::hash::Fnv1a::new();
-    hash.write(record.state_id.as_bytes());
+    let key = match split_by {
+        SplitBy::Task => record
+            .state_id
+            .rsplit_once('#')
+            .map_or(record.state_id.as_str(), |(task, _)| task),
+        SplitBy::Pair | SplitBy::State => record.state_id.as_str(),
+    };
+    hash.write(key.as_bytes());
     if split_by == SplitBy::Pair {
         hash.write(&record.memory_id.to_le_bytes());
     }

@@ -532,6 +532,22 @@ fn the_training_pipeline_splits_by_state_trains_and_refuses_too_little() {
             .collect();
         assert!(buckets.windows(2).all(|w| w[0] == w[1]), "{buckets:?}");
     }
+    // Split by task: every state of one task (`task#turn`) lands in one bucket, and tasks
+    // spread over buckets.
+    let turn_of = |task: usize, turn: usize| AnnotationRecord {
+        state_id: format!("db_{task}#{turn}"),
+        ..record(task, 0)
+    };
+    for task in 0..20 {
+        let buckets: Vec<u64> = (1..6)
+            .map(|turn| bucket(&turn_of(task, turn), SplitBy::Task))
+            .collect();
+        assert!(buckets.windows(2).all(|w| w[0] == w[1]), "{buckets:?}");
+    }
+    let spread: std::collections::BTreeSet<u64> = (0..20)
+        .map(|task| bucket(&turn_of(task, 1), SplitBy::Task))
+        .collect();
+    assert!(spread.len() > 5, "{spread:?}");
     let records: Vec<AnnotationRecord> = (0..60).map(|n| record(n, 4)).collect();
     let training = StudentTraining {
         held_out_percent: 30,

@@ -67,8 +67,9 @@ pub struct PrmTrainArgs {
     /// between SFT and GRPO).
     #[arg(long, default_value_t = 20)]
     held_out_percent: u64,
-    /// What the split draws: single pairs (the default), or whole states, so that no state
-    /// of the agreement table was seen in training (use it with `annotate --per-state`).
+    /// What the split draws: single pairs (the default), whole states, so that no state of
+    /// the agreement table was seen in training (use it with `annotate --per-state`), or
+    /// whole tasks, so that no episode has states on both sides either.
     #[arg(long, value_enum, default_value_t = SplitByArg::Pair)]
     split_by: SplitByArg,
     #[command(flatten)]
@@ -82,6 +83,8 @@ pub enum SplitByArg {
     Pair,
     /// All pairs of a state together.
     State,
+    /// All pairs of a task's states together (no episode on both sides).
+    Task,
 }
 
 /// Runs a `prm` subcommand.
@@ -202,6 +205,7 @@ fn prm_train(args: PrmTrainArgs) -> Result<()> {
             split_by: match args.split_by {
                 SplitByArg::Pair => SplitBy::Pair,
                 SplitByArg::State => SplitBy::State,
+                SplitByArg::Task => SplitBy::Task,
             },
             seed: args.seed,
         },

@@ -22,9 +22,14 @@ pub struct InteractRunArgs {
     /// Spider layout): committed task sets ship metafiles only.
     #[arg(long)]
     pub(super) sqlite_dir: Option<PathBuf>,
-    /// Run the first N tasks only.
+    /// Run the first N tasks only (of those `--every` keeps).
     #[arg(long)]
     pub(super) limit: Option<usize>,
+    /// Keep every Nth task of the file (the 1st, the N+1st, ...), before `--limit`: a subset
+    /// spread over a file that grew by appending (older and newer tasks alike), where the
+    /// first N would all be the oldest.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    pub(super) every: u16,
     /// Run the tasks on PostgreSQL instead of SQLite: each database's SQLite file is loaded
     /// into a template database on this server (once), and every episode works on a private
     /// clone (`postgres://user@host:port/db`; the role needs CREATEDB).

@@ -43,6 +43,7 @@ pub(super) fn run_agent(args: InteractRunArgs) -> Result<()> {
     let mut ids: Vec<String> = set
         .tasks()
         .iter()
+        .step_by(usize::from(args.every))
         .map(|task| task.instance_id().to_string())
         .collect();
     if let Some(limit) = args.limit {
