@@ -170,7 +170,7 @@ impl Oracle {
             },
             Verdict::EmptyPrediction => Feedback {
                 status: Status::ExecutionError,
-                error: Some("the candidate contains no SQL statement".to_string()),
+                error: Some(merit_sql::lex::NO_STATEMENT.to_string()),
             },
             Verdict::PredictionTimeout => Feedback {
                 status: Status::Timeout,

@@ -34,7 +34,16 @@ impl<'a> ExecutionJudge<'a> {
     }
 
     /// Runs `sql` and turns the outcome into feedback (keeping the result when it executed).
+    /// A text without any statement (empty, or only comments) is an execution error here, as
+    /// the oracle's "empty prediction" is: SQLite runs it without complaint and returns
+    /// nothing, which would otherwise end the repairs with a non-answer.
     pub fn execute(&self, sql: &str) -> Feedback {
+        if !merit_sql::lex::has_statement(sql) {
+            return Feedback {
+                status: Status::ExecutionError,
+                error: Some(merit_sql::lex::NO_STATEMENT.to_string()),
+            };
+        }
         match self.database.query(sql, &self.limits) {
             Ok(result) => {
                 *self.last_result.lock().unwrap_or_else(|e| e.into_inner()) =
@@ -62,5 +71,31 @@ pub fn feedback_of(error: &ExecError) -> Feedback {
 impl Judge for ExecutionJudge<'_> {
     fn judge(&self, _question_id: &str, sql: &str) -> Result<Feedback, JudgeError> {
         Ok(self.execute(sql))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use merit_sql::SqliteDatabase;
+
+    #[test]
+    fn an_answer_without_a_statement_is_an_error_not_an_empty_success() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/data/spider/database/concert_singer/concert_singer.sqlite");
+        let database = SqliteDatabase::open(&path).unwrap();
+        let judge = ExecutionJudge::new(&database, ExecLimits::AGENT);
+        for blank in ["", "-- SELECT Name FROM singer", " ; "] {
+            let feedback = judge.execute(blank);
+            assert_eq!(feedback.status, Status::ExecutionError, "{blank:?}");
+            assert_eq!(
+                feedback.error.as_deref(),
+                Some(merit_sql::lex::NO_STATEMENT)
+            );
+            assert!(judge.result_of(blank).is_none());
+        }
+        let sql = "SELECT count(*) FROM singer";
+        assert_eq!(judge.execute(sql).status, Status::Correct);
+        assert!(judge.result_of(sql).is_some());
     }
 }

@@ -41,6 +41,17 @@ impl Piece {
     }
 }
 
+/// The feedback text for a candidate that holds no statement (see [`has_statement`]), one
+/// wording for the oracle and for live mode.
+pub const NO_STATEMENT: &str = "the candidate contains no SQL statement";
+
+/// `true` when `sql` holds a statement at all: some word outside literals and comments (every
+/// statement begins with a keyword), where Python's `sqlite3` and SQLite would run an empty
+/// or comment-only text without error and return nothing.
+pub fn has_statement(sql: &str) -> bool {
+    pieces(sql).any(|piece| piece.kind == PieceKind::Word)
+}
+
 /// Cuts `sql` into consecutive pieces that cover it entirely, in order.
 pub fn pieces(sql: &str) -> Pieces<'_> {
     Pieces { sql, at: 0 }
@@ -134,6 +145,14 @@ mod tests {
                 (Quoted, "[e f]"),
             ]
         );
+    }
+
+    #[test]
+    fn a_text_of_spaces_comments_and_semicolons_holds_no_statement() {
+        for blank in ["", "  \n", ";", "-- SELECT 1\n/* SELECT 2 */ ;"] {
+            assert!(!has_statement(blank), "{blank:?}");
+        }
+        assert!(has_statement("/* x */ SELECT 1"));
     }
 
     #[test]
