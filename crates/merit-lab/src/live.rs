@@ -189,6 +189,34 @@ impl LiveExperiment<'_> {
             .collect()
     }
 
+    /// What an arm's answers depend on, as recorded in its folder ([`ARM_SETTINGS_FILE`]):
+    /// the arm, the stream, the wait, the repair configuration and the models.
+    pub fn arm_settings(&self, arm: &LiveArm) -> BTreeMap<String, String> {
+        let stream = self.stream_ids().join("\n");
+        BTreeMap::from([
+            ("arm".to_string(), format!("{arm:?}")),
+            ("stream seed".to_string(), self.seed.to_string()),
+            (
+                "questions".to_string(),
+                format!(
+                    "{} (fnv1a {:016x})",
+                    self.chosen.questions.len(),
+                    fnv1a(stream.as_bytes())
+                ),
+            ),
+            (
+                "finalize after".to_string(),
+                self.finalize_after.to_string(),
+            ),
+            (
+                "repair configuration".to_string(),
+                format!("{:?}", self.config),
+            ),
+            ("repair model".to_string(), self.model.id()),
+            ("embedder".to_string(), self.embedder.id()),
+        ])
+    }
+
     /// Runs (or resumes) `arm` in `dir`; returns its answers in stream order.
     pub fn run_arm(
         &self,
@@ -197,6 +225,9 @@ impl LiveExperiment<'_> {
         on_answer: &dyn Fn(&LiveAnswerRecord),
     ) -> Result<Vec<LiveAnswerRecord>, ExperimentError> {
         let live_error = |e: LiveError| ExperimentError::Live(e.to_string());
+        std::fs::create_dir_all(dir)
+            .map_err(|e| ExperimentError::Live(format!("cannot create {}: {e}", dir.display())))?;
+        check_arm_settings(dir, &self.arm_settings(arm))?;
         let answers_path = dir.join("answers.jsonl");
         let loaded = read_records::<LiveAnswerRecord>(&answers_path)?;
         truncate_torn_tail(&answers_path, loaded.torn_bytes)?;
@@ -331,6 +362,51 @@ impl LiveExperiment<'_> {
             answers.push(record);
         }
         Ok(answers)
+    }
+}
+
+/// The file in an arm's folder that records what its answers depend on.
+pub const ARM_SETTINGS_FILE: &str = "settings.json";
+
+/// Records `settings` in a new arm folder, or checks them against those recorded: an arm
+/// resumed with other options (another K, wait, model, question set or binary whose
+/// configuration differs) would mix two experiments in one stream, so that is refused, naming
+/// what differs. A folder from before settings were recorded takes the current ones.
+fn check_arm_settings(
+    dir: &Path,
+    settings: &BTreeMap<String, String>,
+) -> Result<(), ExperimentError> {
+    let path = dir.join(ARM_SETTINGS_FILE);
+    let error = |message: String| ExperimentError::Live(format!("{}: {message}", path.display()));
+    match std::fs::read(&path) {
+        Ok(bytes) => {
+            let recorded: BTreeMap<String, String> = serde_json::from_slice(&bytes)
+                .map_err(|e| error(format!("not an arm's settings ({e})")))?;
+            let differing: Vec<&str> = settings
+                .keys()
+                .chain(recorded.keys())
+                .filter(|key| settings.get(*key) != recorded.get(*key))
+                .map(String::as_str)
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            if differing.is_empty() {
+                Ok(())
+            } else {
+                Err(error(format!(
+                    "this arm was started with another {}; continue it with the options it \
+                     started with, or give another --out",
+                    differing.join(", ")
+                )))
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let text = serde_json::to_vec_pretty(settings)
+                .map_err(|e| error(format!("cannot serialize the settings: {e}")))?;
+            merit_core::fs::write_atomically(&path, &text)
+                .map_err(|e| error(format!("cannot write: {e}")))
+        }
+        Err(e) => Err(error(format!("cannot read: {e}"))),
     }
 }
 

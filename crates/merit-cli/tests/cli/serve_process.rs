@@ -362,6 +362,25 @@ fn the_live_experiment_runs_its_arms_and_reports_them() {
         report,
         "a finished experiment reports the same again"
     );
+    // Continuing the arms with another repair budget is refused, naming what differs.
+    let mut other_k = merit();
+    let args: Vec<std::ffi::OsString> = common("live-experiment", "6")
+        .into_iter()
+        .map(|arg| if arg == "2" { "3".into() } else { arg })
+        .collect();
+    let output = other_k
+        .args(args)
+        .args(["--arms", "none"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("this arm was started with another repair configuration"),
+        "{stderr}"
+    );
 }
 
 /// `merit run` on 12 questions of the Spider sample (Iterative and MERIT, K = 2) against the
