@@ -479,10 +479,15 @@ pub fn write_spider_metafiles(
         write_atomic(&knowledge, b"")?;
     }
     if copy_database {
+        // The one atomic-replacement mechanism (synced, and named so that a folder's claim
+        // sweeps up what a kill leaves behind).
         let target = dir.join(format!("{db}.sqlite"));
-        let temp = dir.join(format!(".{db}.sqlite.tmp"));
-        std::fs::copy(sqlite_file, &temp).map_err(io_error(&temp))?;
-        std::fs::rename(&temp, &target).map_err(io_error(&target))?;
+        let temp = merit_core::fs::temporary_beside(&target);
+        if let Err(error) = std::fs::copy(sqlite_file, &temp) {
+            let _ = std::fs::remove_file(&temp);
+            return Err(io_error(&temp)(error));
+        }
+        merit_core::fs::persist(&temp, &target).map_err(io_error(&target))?;
     }
     Ok(dir)
 }
