@@ -560,6 +560,12 @@ pub fn render_report(
             Err(error) => text.push_str(&format!("| {name} | {error} | | | |\n")),
         }
     }
+    text.push_str(
+        "\nQuestions resampled with replacement (10,000 draws); better / worse counts the \
+         questions only the row / only its baseline answered correctly, and the exact two-sided \
+         sign test leaves ties out. The stream has one order, so an interval covers the choice \
+         of questions only; each comparison stands alone, with no correction for the others.\n",
+    );
     text
 }
 
