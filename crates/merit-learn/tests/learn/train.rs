@@ -15,7 +15,7 @@ use merit_interact::{
 use merit_learn::selector::{
     decision_shift, LearnedSelector, PpoConfig, PpoTrainer, SelectionExample, SelectorConfig,
 };
-use merit_learn::train::{train_episode_selector, EpisodeTraining, UpdateRecord};
+use merit_learn::train::{train_episode_selector, turn_examples, EpisodeTraining, UpdateRecord};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -398,4 +398,70 @@ fn episode_training_can_run_with_turn_memory_as_evaluation_does() {
     }
     assert_eq!(hints_seen[0], 0, "no turn memory unless asked for");
     assert!(hints_seen[1] > 0, "turn hints reach the training episodes");
+}
+
+/// Looks at the schema first, then answers as [`Model`] does: two-step episodes.
+struct LookFirst;
+
+impl ChatModel for LookFirst {
+    fn id(&self) -> String {
+        "test:look-first".into()
+    }
+    fn chat(&self, request: &ChatRequest) -> Result<ChatReply, ModelError> {
+        if request.messages.len() <= 2 {
+            let mut reply = Model.chat(request)?;
+            reply.text = "Thought: look first.\nAction: get_schema()".into();
+            Ok(reply)
+        } else {
+            Model.chat(request)
+        }
+    }
+}
+
+#[test]
+fn turn_examples_start_at_the_second_turn() {
+    let (dir, set, train_ids, memory) = training_setup(20..22);
+    assert!(!memory.turn_bank().entries().is_empty());
+    let retrieval = RetrievalConfig::default();
+    let log = dir.path().join("two-step/episodes.jsonl");
+    let spec = RunSpec {
+        set: &set,
+        instance_ids: &train_ids,
+        log: &log,
+        env: EnvConfig::default(),
+        simulator_model: None,
+        episodes_at_once: 1,
+    };
+    let agent = ReactAgent::new(Arc::new(LookFirst), AgentConfig::default());
+    merit_interact::run_tasks(
+        &spec,
+        &agent,
+        sqlite_backend,
+        |_| ScriptedSimulator::default(),
+        |_| {},
+    )
+    .unwrap();
+    let records = read_log(&log).unwrap().records;
+    assert_eq!(records.len(), train_ids.len());
+    let examples = turn_examples(&records, &memory, &Words, &retrieval).unwrap();
+    // One state before each turn from the second on: none before the first turn, where the
+    // episode level serves (every state here has candidates: the bank holds other tasks).
+    let expected: usize = records.iter().map(|r| r.trajectory.steps.len() - 1).sum();
+    assert!(expected > 0);
+    assert_eq!(examples.len(), expected);
+    for record in &records {
+        let turns: Vec<usize> = examples
+            .iter()
+            .filter(|e| e.instance_id == record.instance_id)
+            .map(|e| e.turn)
+            .collect();
+        let steps = record.trajectory.steps.len();
+        assert_eq!(
+            turns,
+            (2..=steps).collect::<Vec<_>>(),
+            "{}",
+            record.instance_id
+        );
+    }
+    assert!(examples.iter().all(|e| e.state.previous_action.is_some()));
 }
