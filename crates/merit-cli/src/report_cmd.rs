@@ -4,7 +4,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use merit_core::episode::EpisodeRecord;
 use merit_lab::jsonl::read_records;
-use merit_lab::report::{build_report, render_markdown};
+use merit_lab::report::{build_report_against, render_markdown};
 use std::path::{Path, PathBuf};
 
 /// Arguments of `merit report`.
@@ -25,6 +25,11 @@ pub struct ReportArgs {
     /// Table 2 (`merit` against `merit+change`) instead of merging into one method.
     #[arg(long, value_delimiter = ',')]
     suffixes: Vec<String>,
+    /// The method Table 2's paired comparisons are made against (default: `merit`, else the
+    /// first `merit-` variant), e.g. `--reference dynamic-rag` for Dynamic-RAG minus Iterative.
+    /// Names a method of the runs (with its `+SUFFIX`, if any).
+    #[arg(long)]
+    reference: Option<String>,
 }
 
 /// Reads every episode log of a run directory, in file-name order: `*.jsonl` as `merit run`
@@ -122,11 +127,22 @@ pub fn run(args: ReportArgs) -> Result<()> {
     if episodes.is_empty() {
         bail!("no finished episodes in {:?}", args.runs);
     }
-    let report = build_report(&episodes);
+    let reference = args.reference.as_deref();
+    if let Some(name) = reference {
+        let methods: std::collections::BTreeSet<&str> =
+            episodes.iter().map(|e| e.method.as_str()).collect();
+        if !methods.contains(name) {
+            bail!(
+                "--reference {name}: no such method in these runs (they have {})",
+                methods.into_iter().collect::<Vec<_>>().join(", ")
+            );
+        }
+    }
+    let report = build_report_against(&episodes, reference);
     let markdown = render_markdown(&report);
     let json = serde_json::to_string_pretty(&report)? + "\n";
     let out = args.out.unwrap_or_else(|| args.runs[0].join("report"));
-    merit_lab::report::write_report_files(&out, &episodes)?;
+    merit_lab::report::write_report_files_against(&out, &episodes, reference)?;
     if args.json {
         print!("{json}");
     } else {

@@ -192,8 +192,17 @@ fn outcome_matrix(
     Some(by_question.into_values().collect())
 }
 
-/// Builds the report from the episodes of every run.
+/// Builds the report from the episodes of every run, its paired comparisons made against
+/// [`reference_method`].
 pub fn build_report(episodes: &[EpisodeRecord]) -> Report {
+    build_report_against(episodes, None)
+}
+
+/// Builds the report with its paired comparisons (Table 2) made against `reference` when
+/// given (e.g. Dynamic-RAG against Iterative, which the default reference never shows), else
+/// against [`reference_method`]. A `reference` no episode has gives no comparisons and a
+/// warning.
+pub fn build_report_against(episodes: &[EpisodeRecord], reference: Option<&str>) -> Report {
     let mut grouped: BTreeMap<String, BTreeMap<u64, Vec<&EpisodeRecord>>> = BTreeMap::new();
     for episode in episodes {
         grouped
@@ -281,7 +290,18 @@ pub fn build_report(episodes: &[EpisodeRecord]) -> Report {
         });
     }
     let mut comparisons = Vec::new();
-    let reference_name = reference_method(&method_names).map(str::to_string);
+    let reference_name = match reference {
+        Some(name) => {
+            if !method_names.iter().any(|m| m == name) {
+                warnings.push(format!(
+                    "no comparisons: the reference method {name} is not among the runs' methods ({})",
+                    method_names.join(", ")
+                ));
+            }
+            Some(name.to_string())
+        }
+        None => reference_method(&method_names).map(str::to_string),
+    };
     if let Some((reference_name, reference)) = reference_name
         .as_deref()
         .and_then(|name| matrices.get(name).map(|matrix| (name, matrix)))
@@ -514,9 +534,18 @@ pub fn write_report_files(
     out: &std::path::Path,
     episodes: &[EpisodeRecord],
 ) -> Result<(), crate::run::RunError> {
+    write_report_files_against(out, episodes, None)
+}
+
+/// [`write_report_files`] with Table 2 made against `reference` ([`build_report_against`]).
+pub fn write_report_files_against(
+    out: &std::path::Path,
+    episodes: &[EpisodeRecord],
+    reference: Option<&str>,
+) -> Result<(), crate::run::RunError> {
     use crate::plots::{accuracy_bars, accuracy_over_stream, repaired_by_step};
     use crate::run::write_file;
-    let report = build_report(episodes);
+    let report = build_report_against(episodes, reference);
     let json = serde_json::to_string_pretty(&report).map_err(|e| crate::run::RunError::Io {
         path: out.join("report.json"),
         message: e.to_string(),
@@ -698,6 +727,23 @@ mod tests {
         assert_eq!(report.reference.as_deref(), Some("merit"));
         assert_eq!(report.comparisons.len(), 2);
         assert_eq!(reference_method(&[]), None);
+    }
+
+    #[test]
+    fn another_reference_reverses_the_comparison() {
+        let report = build_report_against(&sample(), Some("iterative"));
+        assert_eq!(report.reference.as_deref(), Some("iterative"));
+        assert_eq!(report.comparisons.len(), 1);
+        assert_eq!(report.comparisons[0].against, "merit");
+        assert!((report.comparisons[0].difference.delta_pp + 25.0).abs() < 1e-9);
+        assert!(render_markdown(&report).contains("(iterative minus method)"));
+        let missing = build_report_against(&sample(), Some("reflexion"));
+        assert!(missing.comparisons.is_empty());
+        assert!(
+            missing.warnings.iter().any(|w| w.contains("reflexion")),
+            "{:?}",
+            missing.warnings
+        );
     }
 
     #[test]

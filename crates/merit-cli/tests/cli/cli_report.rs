@@ -161,6 +161,19 @@ fn suffixes_keep_two_settings_of_one_method_apart() {
         error.contains("--suffixes gives 1 suffixes for 2 run directories"),
         "{error}"
     );
+    // Table 2 against another method, and a reference the runs lack is refused.
+    let output = report(&["--suffixes", ",change", "--reference", "iterative"]);
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success());
+    assert!(text.contains("(iterative minus method)"), "{text}");
+    assert!(text.contains("| merit | -20.00 |"), "{text}");
+    let output = report(&["--suffixes", ",change", "--reference", "reflexion"]);
+    assert!(!output.status.success());
+    let error = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        error.contains("--reference reflexion: no such method"),
+        "{error}"
+    );
 }
 
 /// Committed results keep their logs gzip-compressed: the report reads them to the same tables.
