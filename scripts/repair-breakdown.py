@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Descriptive breakdowns of a repair run against its Iterative streams, from the episode logs.
 
-    scripts/repair-breakdown.py docs/results/repair/dev/interim [--reference iterative]
+    scripts/repair-breakdown.py docs/results/repair/dev/chosen [--reference iterative]
 
 Prints, for every other method's seed, its final accuracy difference from the reference
 method's seed 0 (Iterative's seeds are identical) and the questions each gets right that the
