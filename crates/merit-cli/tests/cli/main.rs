@@ -3,6 +3,7 @@
 
 mod ask_concert_singer;
 mod bench_repair_scripted;
+mod checkpoint_script;
 mod classify_validate;
 mod cli_eval;
 mod cli_report;
