@@ -5,7 +5,8 @@
 
 Prints, for every other method's seed, its final accuracy difference from the reference
 method's seed 0 (Iterative's seeds are identical) and the questions each gets right that the
-other does not; the initial failures repaired in each half of each stream, by the reference
+other does not, split by the repair step that fixed them (the first or a later one), with
+both streams' repair prompt tokens; the initial failures repaired in each half of each stream, by the reference
 and by the stream; then, pooled over seeds, the initial failures repaired by the type of the
 initial failure. Reads `episodes/*.jsonl` or `episodes/*.jsonl.gz` (committed runs are
 compressed). These are descriptions, not tests: `merit report` has the paired intervals.
@@ -65,6 +66,31 @@ def main():
         print(
             f"| {method} seed {seed} | {mine} | {100 * (mine - theirs) / n:+.2f} "
             f"| {only_here} / {only_there} |"
+        )
+    print("\n## Questions right in only one of the two, by the repair step that fixed them\n")
+    print(
+        "| stream | right only here: at step 1 / later | right only in the reference: "
+        "at step 1 / later | repair prompt tokens (M): here / reference |"
+    )
+    print("|---|---|---|---|")
+    for (method, seed), episodes in sorted(streams.items()):
+        if method == args.reference or episodes.keys() != reference.keys():
+            continue
+        here = [episodes[q] for q in reference if solved(episodes[q]) and not solved(reference[q])]
+        there = [reference[q] for q in reference if solved(reference[q]) and not solved(episodes[q])]
+
+        def by_step(won):
+            first = sum(e["attempts"][-1]["step"] == 1 for e in won)
+            return f"{first} / {len(won) - first}"
+
+        def repair_prompt_tokens(stream):
+            return sum(
+                a["prompt_tokens"] for e in stream.values() for a in e["attempts"] if a["step"] > 0
+            ) / 1e6
+
+        print(
+            f"| {method} seed {seed} | {by_step(here)} | {by_step(there)} "
+            f"| {repair_prompt_tokens(episodes):.2f} / {repair_prompt_tokens(reference):.2f} |"
         )
     print("\n## Initial failures repaired in each half of the stream (the stream's own order)\n")
     print("| stream | first half: reference / this | second half: reference / this |")
