@@ -30,6 +30,10 @@ pub struct ReportArgs {
     /// Names a method of the runs (with its `+SUFFIX`, if any).
     #[arg(long)]
     reference: Option<String>,
+    /// Only these seeds' streams (comma-separated), e.g. `--seeds 0` to pair a three-seed run
+    /// with a one-seed run of another setting (paired comparisons need the same seeds).
+    #[arg(long, value_delimiter = ',')]
+    seeds: Vec<u64>,
 }
 
 /// Reads every episode log of a run directory, in file-name order: `*.jsonl` as `merit run`
@@ -126,6 +130,16 @@ pub fn run(args: ReportArgs) -> Result<()> {
     }
     if episodes.is_empty() {
         bail!("no finished episodes in {:?}", args.runs);
+    }
+    if !args.seeds.is_empty() {
+        episodes.retain(|e| args.seeds.contains(&e.seed));
+        if episodes.is_empty() {
+            bail!(
+                "--seeds {:?}: no episodes of those seeds in {:?}",
+                args.seeds,
+                args.runs
+            );
+        }
     }
     let reference = args.reference.as_deref();
     if let Some(name) = reference {

@@ -176,6 +176,49 @@ fn suffixes_keep_two_settings_of_one_method_apart() {
     );
 }
 
+/// A one-seed run of another setting pairs with a three-seed run only over the seed both
+/// have: `--seeds` keeps those streams.
+#[test]
+fn seeds_restrict_the_report_to_the_streams_two_runs_share() {
+    let (full, single) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    write_run(full.path());
+    write_run(single.path());
+    for method in ["iterative", "merit"] {
+        for seed in 1..3 {
+            std::fs::remove_file(
+                single
+                    .path()
+                    .join(format!("episodes/{method}-seed{seed}.jsonl")),
+            )
+            .unwrap();
+        }
+    }
+    let report = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_merit"))
+            .arg("report")
+            .arg(full.path())
+            .arg(single.path())
+            .args(["--suffixes", ",paper", "--out"])
+            .arg(full.path().join("combined"))
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let output = report(&[]);
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(!text.contains("| merit+paper | +0.00 |"), "{text}");
+    let output = report(&["--seeds", "0"]);
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success());
+    assert!(text.contains("| merit | 1 |"), "{text}");
+    assert!(text.contains("| merit+paper | +0.00 |"), "{text}");
+    assert!(text.contains("| iterative+paper | +20.00 |"), "{text}");
+    let output = report(&["--seeds", "7"]);
+    assert!(!output.status.success());
+    let error = String::from_utf8_lossy(&output.stderr);
+    assert!(error.contains("no episodes of those seeds"), "{error}");
+}
+
 /// Committed results keep their logs gzip-compressed: the report reads them to the same tables.
 #[test]
 fn compressed_logs_give_the_same_report_and_a_bad_one_a_clear_error() {
