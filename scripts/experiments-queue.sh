@@ -13,8 +13,8 @@
 #                  it goes before the rest of the dev run so that its answer is there first
 #   calibration-dense  the same two memory configurations on 150 train questions from ten
 #                  databases only (about 15 a database, as in the dev slice): on the spread
-#                  slice 10% of MERIT's precedents came from the question's own database, on dev
-#                  72%, and the copying the change view is meant to stop needs same-database
+#                  slice 5% of the precedents MERIT showed came from the question's own
+#                  database, on dev about half, and the copying the change view is meant to stop needs same-database
 #                  precedents; the ten are every (77/10)th of the train databases with at least
 #                  30 questions, sorted by name. Then MERIT without negative memory in both
 #                  views (most copied queries there came from negative entries)

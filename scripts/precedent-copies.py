@@ -14,7 +14,8 @@ final`), an earlier failing query of a repaired source (`positive, failing`), or
 unrepaired source (`negative`). As a baseline, the same test is applied to Iterative's
 revision at the same step of the same question (same seed, when Iterative ran it) against the
 same precedents: how often a revision written without memory looks like them anyway (same
-database, related questions).
+database, related questions). The last column is the share of every precedent shown to a
+revision that comes from the question's own database (the copying needs one).
 """
 import difflib
 import gzip
@@ -74,8 +75,9 @@ def main() -> None:
     for run in sys.argv[1:]:
         streams.update(read_logs(Path(run)))
     print("| stream | revisions shown precedents | copies | copies % | positive, final | "
-          "positive, failing | negative | Iterative, same steps and precedents |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+          "positive, failing | negative | Iterative, same steps and precedents | "
+          "shown precedents from the question's database |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for (method, seed), episodes in sorted(streams.items()):
         written = {e["memory_written"]: e for e in episodes.values() if e.get("memory_written")}
         if not written:
@@ -84,12 +86,15 @@ def main() -> None:
         shown = copies = 0
         kinds = Counter()
         baseline_shown = baseline_copies = 0
+        precedents = same_database = 0
         for question, episode in episodes.items():
             attempts = episode["attempts"]
             for step, attempt in enumerate(attempts[1:], start=1):
                 sources = [written[m] for m in attempt["retrieved"] if m in written]
                 if not sources:
                     continue
+                precedents += len(sources)
+                same_database += sum(s["db_id"] == episode["db_id"] for s in sources)
                 shown += 1
                 score, kind = closest(attempt["sql"], sources)
                 if score >= THRESHOLD:
@@ -103,7 +108,8 @@ def main() -> None:
                     if baseline_shown else "n/a")
         print(f"| {method} seed {seed} | {shown} | {copies} | "
               f"{100 * copies / max(shown, 1):.1f} | {kinds['positive, final']} | "
-              f"{kinds['positive, failing']} | {kinds['negative']} | {baseline} |")
+              f"{kinds['positive, failing']} | {kinds['negative']} | {baseline} | "
+              f"{same_database}/{precedents} ({100 * same_database / max(precedents, 1):.1f}%) |")
 
 
 if __name__ == "__main__":
