@@ -474,7 +474,7 @@ pub fn render_markdown(report: &Report) -> String {
         let _ = writeln!(
             out,
             "| Method | Written + / − | Repair steps | With a positive % | Of the repaired type % \
-             | From the same database % | Correct with a positive % | Correct without % |"
+             | With a same-database positive % | Correct with a positive % | Correct without % |"
         );
         let _ = writeln!(out, "| --- | --- | --- | --- | --- | --- | --- | --- |");
         let rate = |value: Option<f64>| value.map_or("–".to_string(), |v| format!("{v:.1}"));
@@ -498,7 +498,9 @@ pub fn render_markdown(report: &Report) -> String {
             "\nRead from the logs: a memory is positive when the episode that wrote it was \
              repaired; its type is that of the attempt its transition starts from. A step counts \
              as \"with a positive\" when one was among its retrieved precedents, \"of the \
-             repaired type\" when one had the failure type of the attempt being repaired. The \
+             repaired type\" when one had the failure type of the attempt being repaired, \
+             \"with a same-database positive\" when one came from the question's own database \
+             (shares of steps, not of precedents). The \
              two correct rates (pooled over seeds) describe different steps (those with a \
              positive come later in the stream), so their difference is not an effect of \
              memory; Table 2 measures that."
