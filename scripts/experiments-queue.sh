@@ -69,8 +69,13 @@ FUZZ_TARGETS=${FUZZ_TARGETS:-}
 CHECKPOINT_MINUTES=${CHECKPOINT_MINUTES:-15}
 
 scripts/checkpoint.sh restore
+# The sleep runs as a job the loop waits on, so that stopping the loop (the trap below) stops
+# the sleep too instead of leaving it behind holding the queue's output open.
 (
-  while sleep $((CHECKPOINT_MINUTES * 60)); do
+  trap 'kill "$(jobs -p)" 2>/dev/null; exit 0' TERM
+  while :; do
+    sleep $((CHECKPOINT_MINUTES * 60)) &
+    wait $!
     scripts/checkpoint.sh save || true
   done
 ) &

@@ -3,7 +3,6 @@
 
 mod ask_concert_singer;
 mod bench_repair_scripted;
-mod checkpoint_script;
 mod classify_validate;
 mod cli_eval;
 mod cli_report;
@@ -12,6 +11,7 @@ mod interact_report;
 mod mcp_tools;
 mod run_postgres;
 mod run_real_model;
+mod scripts;
 mod serve_process;
 mod stand_in;
 mod web_page;

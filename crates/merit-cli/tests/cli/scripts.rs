@@ -1,12 +1,14 @@
-//! `scripts/checkpoint.sh`, which carries the long experiments' run folders and reply cache
-//! across machines, on a scratch copy: saves are deterministic and leave out what the script
-//! says; a restore brings back only what is missing, never over a newer local file.
+//! The experiment scripts the long runs depend on, each on a scratch copy of the project:
+//! `scripts/checkpoint.sh`, which carries the run folders and the reply cache across machines
+//! (saves are deterministic and leave out what the script says; a restore brings back only
+//! what is missing, never over a newer local file), and `scripts/experiments-queue.sh`'s
+//! pinning (a step whose binary cannot be pinned stops instead of running another build).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// A scratch project: `scripts/checkpoint.sh` copied in (it works relative to its own folder),
-/// a `runs/` folder and a reply cache under `home`.
+/// A scratch project: `scripts/checkpoint.sh` and `scripts/experiments-queue.sh` copied in
+/// (each works relative to its own folder), a `runs/` folder and a reply cache under `home`.
 struct Scratch {
     _dir: tempfile::TempDir,
     root: PathBuf,
@@ -19,8 +21,10 @@ impl Scratch {
         let root = dir.path().join("project");
         let home = dir.path().join("merit-home");
         std::fs::create_dir_all(root.join("scripts")).unwrap();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/checkpoint.sh");
-        std::fs::copy(script, root.join("scripts/checkpoint.sh")).unwrap();
+        let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts");
+        for name in ["checkpoint.sh", "experiments-queue.sh"] {
+            std::fs::copy(scripts.join(name), root.join("scripts").join(name)).unwrap();
+        }
         Scratch {
             _dir: dir,
             root,
@@ -32,6 +36,14 @@ impl Scratch {
         let path = self.root.join(path);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();
+    }
+
+    /// Writes an executable shell script (the queue runs its scripts directly).
+    fn write_script(&self, path: &str, body: &str) {
+        use std::os::unix::fs::PermissionsExt;
+        self.write(path, &format!("#!/usr/bin/env bash\n{body}"));
+        std::fs::set_permissions(self.root.join(path), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
     }
 
     fn write_segment(&self, name: &str, text: &str) {
@@ -138,4 +150,59 @@ fn a_reply_cache_over_the_limit_is_left_out_with_a_message() {
     assert!(said.contains("not saved"), "{said}");
     assert!(!scratch.root.join("checkpoints/replies").exists());
     assert!(scratch.root.join("checkpoints/runs.tar.gz").is_file());
+}
+
+/// The queue's `live` step with a stand-in `pin-binary.sh` (`mode`: `fail` exits 1, `missing`
+/// prints a path with nothing there, `ok` pins an executable) and a stand-in step script that
+/// records the binary it was given. Returns the queue's exit success, its output and what the
+/// step recorded.
+fn queue_live_step(mode: &str) -> (bool, String, Option<String>) {
+    let scratch = Scratch::new();
+    // The queue restores and saves checkpoints around its steps; not what this tests.
+    scratch.write_script("scripts/checkpoint.sh", "exit 0\n");
+    scratch.write_script(
+        "scripts/pin-binary.sh",
+        &format!(
+            "mode={mode}\ncase $mode in\n  fail) exit 1 ;;\n  missing) echo \"$1/merit\" ;;\n  \
+             ok) mkdir -p \"$1\"; printf '#!/bin/sh\\n' > \"$1/merit\"; chmod +x \"$1/merit\"; \
+             echo \"$1/merit\" ;;\nesac\n"
+        ),
+    );
+    scratch.write_script(
+        "scripts/live-dev-run.sh",
+        "echo \"MERIT=${MERIT:-unset}\" > step-ran\n",
+    );
+    // Output to a file, not a pipe: were the queue to leave its checkpoint timer running, a
+    // pipe would stay open until it ended; `status` returns when the queue itself exits.
+    let log = scratch.root.join("queue.log");
+    let file = std::fs::File::create(&log).unwrap();
+    let started = std::time::Instant::now();
+    let status = Command::new("bash")
+        .arg(scratch.root.join("scripts/experiments-queue.sh"))
+        .env("STEPS", "live")
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .status()
+        .unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
+    let text = std::fs::read_to_string(&log).unwrap();
+    (status.success(), text, scratch.read("step-ran"))
+}
+
+#[test]
+fn a_queue_step_runs_only_with_its_pinned_binary() {
+    for mode in ["fail", "missing"] {
+        let (ok, text, ran) = queue_live_step(mode);
+        assert!(!ok, "{mode}: {text}");
+        assert!(
+            text.contains("no pinned binary for runs/pins/live-dev; step stopped"),
+            "{mode}: {text}"
+        );
+        assert!(text.contains("queue: live FAILED"), "{mode}: {text}");
+        assert!(!text.contains("Permission denied"), "{mode}: {text}");
+        assert_eq!(ran, None, "{mode}: the step must not run");
+    }
+    let (ok, text, ran) = queue_live_step("ok");
+    assert!(ok, "{text}");
+    assert_eq!(ran.as_deref(), Some("MERIT=runs/pins/live-dev/merit\n"));
 }
