@@ -125,6 +125,11 @@ pub(super) fn generate(args: InteractGenArgs) -> Result<()> {
     if !args.chat.is_server() {
         reexec_with_bounded_openmp_spin();
     }
+    // Generation appends to the folder's task file and rewrites its metafiles: one process
+    // at a time (a second one, e.g. a queued script beside a hand-run resume, is refused).
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create {}", args.out.display()))?;
+    let _lock = crate::files::lock_run_dir(&args.out)?;
     let mut seeds = gen::load_seeds(&args.seeds, &args.split)?;
     if let Some(count) = args.seed_sample {
         seeds = gen::spread_over_databases(seeds, count);
@@ -155,8 +160,6 @@ pub(super) fn generate(args: InteractGenArgs) -> Result<()> {
     if args.follow_ups || args.writes {
         eprintln!("extended: {extended:?}");
     }
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("cannot create {}", args.out.display()))?;
     let model = chat(&args.chat, &open_store(args.cache.as_ref())?)?;
     let output = args.out.join("tasks.jsonl");
     let config = gen::GenConfig {

@@ -308,6 +308,28 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
         true,
     );
     assert_eq!(lines(Path::new(&annotations)).len(), 10);
+    // Another annotating process on the folder: refused, nothing appended.
+    {
+        let folder = Path::new(&annotations).parent().unwrap();
+        let _held = merit_core::fs::lock_folder(folder)
+            .unwrap()
+            .expect("the test holds it");
+        let output = Command::new(env!("CARGO_BIN_EXE_merit"))
+            .args(["interact", "prm", "annotate", "--run", &train])
+            .args(["--out", &annotations, "--llm-url", &server])
+            .args(["--llm-model", "stand-in", "--embed-url", &server])
+            .args(["--embed-model", "words", "--cache"])
+            .arg(&cache)
+            .output()
+            .unwrap();
+        assert!(!output.status.success());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("in use by another merit process"),
+            "{stderr}"
+        );
+        assert_eq!(lines(Path::new(&annotations)).len(), 10);
+    }
     merit(
         &[
             "interact",
@@ -1015,7 +1037,7 @@ fn generated_task_sets_are_usable_as_they_grow_and_have_statistics() {
     let cache = dir.path().join("cache");
     let spider = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/spider");
     let out = dir.path().join("gen");
-    let gen = |limit: &str| {
+    let gen_output = |limit: &str| {
         let mut command = Command::new(env!("CARGO_BIN_EXE_merit"));
         command
             .args([
@@ -1038,7 +1060,10 @@ fn generated_task_sets_are_usable_as_they_grow_and_have_statistics() {
             .arg(&out)
             .args(["--llm-url", &server, "--llm-model", "stand-in", "--cache"])
             .arg(&cache);
-        let output = command.output().unwrap();
+        command.output().unwrap()
+    };
+    let gen = |limit: &str| {
+        let output = gen_output(limit);
         assert!(
             output.status.success(),
             "{}",
@@ -1062,6 +1087,21 @@ fn generated_task_sets_are_usable_as_they_grow_and_have_statistics() {
         4,
         "a second call continues"
     );
+    // While another process generates into the folder, a second one is refused and writes
+    // nothing.
+    {
+        let _held = merit_core::fs::lock_folder(&out)
+            .unwrap()
+            .expect("the test holds it");
+        let output = gen_output("2");
+        assert!(!output.status.success());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("in use by another merit process"),
+            "{stderr}"
+        );
+        assert_eq!(lines(&out.join("tasks.jsonl")).len(), 4);
+    }
     // The set runs with databases from the Spider folder, and has its statistics.
     let tasks = out.join("tasks.jsonl");
     let run = dir.path().join("run");
