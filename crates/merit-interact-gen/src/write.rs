@@ -8,7 +8,10 @@
 //! * `UPDATE t SET c = v WHERE <the clause>`, where `c` is a non-key column the clause does
 //!   not mention and `v` the most common value of `c` among the rows the clause does not keep
 //!   (so the change is one the data makes plausible), chosen only when at least one kept row
-//!   differs from it.
+//!   differs from it. `c` must be categorical: `v` occurs in at least two of those rows and
+//!   the column has at most half as many distinct values as values (a name or a free-text
+//!   column would otherwise give "rename every country independent after 1945 to
+//!   Afghanistan").
 //!
 //! Each candidate is applied to a throwaway copy of the database. It is kept only when it
 //! changes some rows but not all of them (a delete that empties the table or an update that
@@ -267,9 +270,16 @@ fn update_candidate(
             continue;
         }
         let quoted = quote_identifier(&column.name);
+        let categorical =
+            format!("SELECT COUNT(DISTINCT {quoted}) * 2 <= COUNT({quoted}) FROM {table}");
+        if !database.query(&categorical, limits).is_ok_and(|found| {
+            found.rows.first().and_then(|row| row.first()) == Some(&Value::Integer(1))
+        }) {
+            continue;
+        }
         let common = format!(
             "SELECT {quoted} FROM {table} WHERE NOT ({clause}) AND {quoted} IS NOT NULL \
-             GROUP BY {quoted} ORDER BY COUNT(*) DESC, {quoted} LIMIT 1"
+             GROUP BY {quoted} HAVING COUNT(*) >= 2 ORDER BY COUNT(*) DESC, {quoted} LIMIT 1"
         );
         let Ok(found) = database.query(&common, limits) else {
             continue;
@@ -417,6 +427,49 @@ mod tests {
         ] {
             assert_eq!(single_table_filter(sql), None, "{sql}");
         }
+    }
+
+    #[test]
+    fn an_update_sets_a_categorical_column_to_a_value_the_data_repeats() {
+        let spider =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/spider");
+        let schema = merit_data::load_tables(&spider.join("tables.json"))
+            .unwrap()
+            .into_iter()
+            .find(|s| s.db_id == "world_1")
+            .unwrap();
+        let source = merit_data::DatabaseDir::new(spider.join("database"))
+            .locate("world_1")
+            .unwrap();
+        let limits = ExecLimits::with_timeout(Duration::from_secs(10));
+        let clause = "IndepYear > 1945";
+        let (sql, _, _) = update_candidate(&source, &schema, "country", clause, &limits)
+            .unwrap()
+            .expect("country has a categorical column to update");
+        // Not `Name` (unique per country), which the first column in file order would give.
+        let set = sql
+            .split(" SET ")
+            .nth(1)
+            .unwrap()
+            .split(" WHERE ")
+            .next()
+            .unwrap();
+        let (column, value) = set.split_once(" = ").unwrap();
+        assert_ne!(column, "Name", "{sql}");
+        let database = SqliteDatabase::open(&source).unwrap();
+        let repeats = database
+            .query(
+                &format!(
+                    "SELECT COUNT(*) FROM country WHERE NOT ({clause}) AND {column} = {value}"
+                ),
+                &limits,
+            )
+            .unwrap();
+        assert!(
+            matches!(repeats.rows[0][0], Value::Integer(n) if n >= 2),
+            "{sql}: {:?}",
+            repeats.rows
+        );
     }
 
     #[test]
