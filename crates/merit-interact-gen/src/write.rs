@@ -433,7 +433,7 @@ mod tests {
     fn an_update_sets_a_categorical_column_to_a_value_the_data_repeats() {
         let spider =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/spider");
-        let schema = merit_data::load_tables(&spider.join("tables.json"))
+        let schema = merit_data::load_tables(spider.join("tables.json"))
             .unwrap()
             .into_iter()
             .find(|s| s.db_id == "world_1")
