@@ -34,9 +34,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [ "${FUZZ_IDLE:-0}" = 1 ]; then
-  chrt -i -p 0 $$ > /dev/null
-  # Only where the kernel has autogroups; elsewhere SCHED_IDLE alone is what there is.
-  echo 19 2> /dev/null > /proc/self/autogroup || true
+  . scripts/idle.sh
   FUZZ_WALL_FACTOR=${FUZZ_WALL_FACTOR:-4}
   FUZZ_TIMEOUT=${FUZZ_TIMEOUT:-60}
   export FUZZ_TIMEOUT
