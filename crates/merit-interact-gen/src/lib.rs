@@ -89,6 +89,8 @@ pub fn extend_targets(
     let mut open: std::collections::BTreeMap<String, merit_sql::SqliteDatabase> =
         std::collections::BTreeMap::new();
     let mut out = Vec::with_capacity(targets.len());
+    // A write's id hashes its statement: one task per statement, whichever query gave it first.
+    let mut writes_seen = std::collections::BTreeSet::new();
     for mut target in targets {
         if extensions.follow_ups {
             if !open.contains_key(&target.db_id) {
@@ -113,7 +115,14 @@ pub fn extend_targets(
             report.writes.eligible += counts.eligible;
             report.writes.discarded += counts.discarded;
             report.writes.kept += counts.kept;
-            made.pop()
+            made.pop().filter(|write| {
+                let fresh = writes_seen.insert(write.target_id.clone());
+                if !fresh {
+                    report.writes.kept -= 1;
+                    report.writes.duplicates += 1;
+                }
+                fresh
+            })
         } else {
             None
         };

@@ -56,6 +56,9 @@ pub struct WriteReport {
     pub discarded: usize,
     /// Write targets kept.
     pub kept: usize,
+    /// Writes dropped because an earlier query target gave the same statement (two
+    /// perturbations that differ only in what they select filter alike).
+    pub duplicates: usize,
 }
 
 /// A check of the table state: a count query and the count it must return.

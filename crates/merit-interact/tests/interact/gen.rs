@@ -622,6 +622,10 @@ fn writes_and_follow_ups_are_generated_and_judged_for_real() {
     eprintln!("{report:?}");
     let writes: Vec<&Target> = targets.iter().filter(|t| t.write.is_some()).collect();
     assert_eq!(writes.len(), report.writes.kept);
+    // One task per statement: targets that filter alike give one write, not two tasks with
+    // the same id.
+    let ids: BTreeSet<&str> = targets.iter().map(|t| t.target_id.as_str()).collect();
+    assert_eq!(ids.len(), targets.len(), "{report:?}");
     assert_eq!(targets.len(), queries + writes.len());
     assert!(
         writes.iter().any(|t| t.sql.starts_with("DELETE")),
