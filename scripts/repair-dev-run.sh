@@ -67,12 +67,18 @@ for entry in $PLAN; do
     --methods "$methods" --seeds "$seeds" --k "$K" --limit "$LIMIT" "${extra[@]}")
   echo "== $(date -u +%H:%M:%S) $name: merit run ${common[*]}"
   started=$SECONDS
+  logged=$(cat "$dir"/episodes/*.jsonl 2>/dev/null | wc -l)
   if [ -f "$dir/manifest.json" ]; then
     "$MERIT" run "${common[@]}" --resume "$dir" > /dev/null
   else
     "$MERIT" run "${common[@]}" --out "$dir" > /dev/null
   fi
-  echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) $((SECONDS - started)) s" >> "$dir/wall.txt"
+  # Only a resumption that logged episodes adds a line: a finished run is resumed (to rewrite
+  # its report) every time the script starts again, and those no-op lines changed its
+  # committed wall.txt at every restart.
+  if [ "$(cat "$dir"/episodes/*.jsonl | wc -l)" != "$logged" ] || [ ! -f "$dir/wall.txt" ]; then
+    echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) $((SECONDS - started)) s" >> "$dir/wall.txt"
+  fi
   mkdir -p "$RESULTS/$name/episodes"
   cp "$dir/wall.txt" "$dir/manifest.json" "$RESULTS/$name/"
   # Which code ran which part of the run, where it changed while the run lasted.
