@@ -79,6 +79,9 @@ PRM_PAIRS=${PRM_PAIRS:-300}
 # whole tasks out (--split-by task: no state, nor a neighbouring turn of its episode, on both
 # sides). See docs/results/interact/README.md, the PRM section.
 PRM_PER_STATE=${PRM_PER_STATE:-4}
+# How the agreement table holds pairs out (task, state or pair); task, as above, for every
+# committed result (a smoke run over a handful of tasks has too few tasks for three buckets).
+PRM_SPLIT_BY=${PRM_SPLIT_BY:-task}
 RUNS=${RUNS:-runs/interact}
 RESULTS=${RESULTS:-docs/results/interact}
 STOP_AFTER=${STOP_AFTER:-all}   # gen | baseline | memory | learn | passk | counterfactual | all
@@ -188,7 +191,7 @@ fi
 # retrained on another machine (another build of the pinned commit) need not be the same
 # bytes; a resumed evaluation would then mix two selectors. Delete the file to retrain.
 [ -f "$RUNS/prm/agreement.md" ] || record "$RESULTS/prm-agreement.md" "$MERIT" interact prm train \
-  --annotations "$RUNS/prm/annotations.jsonl" --out "$RUNS/prm" --split-by task
+  --annotations "$RUNS/prm/annotations.jsonl" --out "$RUNS/prm" --split-by "$PRM_SPLIT_BY"
 [ -f "$RUNS/selectors/turn-decisions.json" ] || record "$RESULTS/turn-selector.md" \
   "$MERIT" interact train-selector --level turn --run "$RUNS/train-cosine" \
   --prm "$RUNS/prm/student.safetensors" --out "$RUNS/selectors" --updates "$TURN_UPDATES" --batch "$TURN_BATCH"

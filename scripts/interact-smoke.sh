@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# A small end-to-end pass of scripts/interact-experiments.sh with the real embedded models,
+# before its full run (about a day on two cores) is started or after the script changes: every
+# step (baseline, memory, PRM annotation and training, both selectors, the learned arm, the
+# baselines, Pass@k, the counterfactual, ablations, retention, retrieval size, held-out checks)
+# runs once on a handful of tasks, so that a wrong flag or a missing file shows in about an
+# hour instead of half-way through the real run.
+#
+#   scripts/interact-smoke.sh [BINARY]      # default target/release/merit
+#
+# It works in a scratch copy (SMOKE_DIR, default /tmp/merit-interact-smoke): the script, and
+# task files cut down to the four shortest training Query tasks (so that the positive-only
+# memory gets at least one success to keep) and three evaluation tasks (the shortest Query
+# task, a Management task and a task with a phase-2 follow-up). Its reply cache is its own
+# ($SMOKE_DIR/home), the models are the usual ones. Resumable like the real script: run it
+# again and finished steps are skipped. Nothing under the repository is written.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+binary=$(realpath "${1:-target/release/merit}")
+[ -x "$binary" ] || { echo "no merit binary at $binary (cargo build --release -p merit-cli)" >&2; exit 2; }
+smoke=${SMOKE_DIR:-/tmp/merit-interact-smoke}
+models=${MERIT_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/merit}/models
+
+mkdir -p "$smoke/repo/scripts" "$smoke/repo/data" "$smoke/home"
+ln -sfn "$models" "$smoke/home/models"
+cp scripts/interact-experiments.sh "$smoke/repo/scripts/"
+if [ ! -f "$smoke/repo/data/interact-dev/tasks.jsonl" ]; then
+  cp -r data/interact-train data/interact-dev "$smoke/repo/data/"
+  python3 - "$smoke/repo/data" <<'EOF'
+import json, sys
+root = sys.argv[1]
+def load(split):
+    with open(f"{root}/interact-{split}/tasks.jsonl") as f:
+        return [json.loads(line) for line in f]
+def save(split, tasks):
+    with open(f"{root}/interact-{split}/tasks.jsonl", "w") as f:
+        f.writelines(json.dumps(t) + "\n" for t in tasks)
+def size(task):
+    return (len(str(task["sol_sql"])), task["instance_id"])
+train = sorted((t for t in load("train") if t["category"] == "Query"), key=size)[:4]
+dev = load("dev")
+picked = [min((t for t in dev if t["category"] == "Query"), key=size)]
+picked += [t for t in dev if t["category"] != "Query"][:1]
+picked += [t for t in dev if t.get("follow_up") and t not in picked][:1]
+if len(picked) < 3:
+    sys.exit("the evaluation set has no Management task or no follow-up to smoke-test")
+save("train", train)
+save("dev", picked)
+print("smoke tasks:", [t["instance_id"] for t in train], [t["instance_id"] for t in picked])
+EOF
+fi
+
+cd "$smoke/repo"
+MERIT_HOME=$smoke/home MERIT=$binary SPIDER=${SPIDER:-$repo/../shared/data/spider} \
+  RUNS=$smoke/runs RESULTS=$smoke/results TRAIN_TASKS=0 EVAL_TASKS=0 MAX_TURNS=8 \
+  PRM_PAIRS=30 PRM_PER_STATE=2 PRM_SPLIT_BY=pair TURN_UPDATES=2 TURN_BATCH=4 \
+  EPISODE_UPDATES=1 EPISODE_BATCH=1 PASS_K_SEEDS=1 PASS_K_LIMIT=2 FORK_LIMIT=1 FORK_TURN=1 \
+  HOLDOUT_SEEDS=0 LATER_ARMS="bm25 no-rl all inject2" \
+  bash scripts/interact-experiments.sh
+echo "interact smoke: every step ran; results in $smoke/results"
