@@ -67,7 +67,7 @@ for entry in $PLAN; do
     --methods "$methods" --seeds "$seeds" --k "$K" --limit "$LIMIT" "${extra[@]}")
   echo "== $(date -u +%H:%M:%S) $name: merit run ${common[*]}"
   started=$SECONDS
-  logged=$(cat "$dir"/episodes/*.jsonl 2>/dev/null | wc -l)
+  logged=$(cat "$dir"/episodes/*.jsonl 2>/dev/null | wc -l) || true   # none yet: a new run
   if [ -f "$dir/manifest.json" ]; then
     "$MERIT" run "${common[@]}" --resume "$dir" > /dev/null
   else
