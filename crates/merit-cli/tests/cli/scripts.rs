@@ -2,7 +2,9 @@
 //! `scripts/checkpoint.sh`, which carries the run folders and the reply cache across machines
 //! (saves are deterministic and leave out what the script says; a restore brings back only
 //! what is missing, never over a newer local file), and `scripts/experiments-queue.sh`'s
-//! pinning (a step whose binary cannot be pinned stops instead of running another build).
+//! pinning (a step whose binary cannot be pinned stops instead of running another build), and
+//! `scripts/repair-dev-run.sh`'s wall-clock record (only a resumption that logs episodes adds a
+//! line, so restarting a finished run leaves its committed `wall.txt` as it was).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -22,7 +24,7 @@ impl Scratch {
         let home = dir.path().join("merit-home");
         std::fs::create_dir_all(root.join("scripts")).unwrap();
         let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts");
-        for name in ["checkpoint.sh", "experiments-queue.sh"] {
+        for name in ["checkpoint.sh", "experiments-queue.sh", "repair-dev-run.sh"] {
             std::fs::copy(scripts.join(name), root.join("scripts").join(name)).unwrap();
         }
         Scratch {
@@ -205,4 +207,52 @@ fn a_queue_step_runs_only_with_its_pinned_binary() {
     let (ok, text, ran) = queue_live_step("ok");
     assert!(ok, "{text}");
     assert_eq!(ran.as_deref(), Some("MERIT=runs/pins/live-dev/merit\n"));
+}
+
+/// `scripts/repair-dev-run.sh` with a stand-in `merit`: `run --out DIR` starts a run (manifest,
+/// initial predictions, an episode log of `$NEW` lines), `run --resume DIR` appends `$NEW` lines,
+/// `report` does nothing. Returns the run's `wall.txt` line count after the script.
+fn repair_dev_run(scratch: &Scratch, new_episodes: usize) -> usize {
+    let output = Command::new("bash")
+        .arg(scratch.root.join("scripts/repair-dev-run.sh"))
+        .env("MERIT", scratch.root.join("stand-in-merit"))
+        .env("PLAN", "paper:iterative:0")
+        .env("NEW", new_episodes.to_string())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "repair-dev-run.sh: {stderr}");
+    let wall = scratch.read("runs/repair-dev/paper/wall.txt").unwrap();
+    // The results folder gets the same file.
+    assert_eq!(
+        scratch
+            .read("docs/results/repair/dev/paper/wall.txt")
+            .as_deref(),
+        Some(wall.as_str())
+    );
+    wall.lines().count()
+}
+
+#[test]
+fn repair_dev_run_records_wall_time_only_for_resumptions_that_run_episodes() {
+    let scratch = Scratch::new();
+    scratch.write_script(
+        "stand-in-merit",
+        r#"[ "$1" = report ] && exit 0
+while [ $# -gt 0 ]; do
+  case $1 in --out | --resume) dir=$2; shift ;; esac
+  shift
+done
+mkdir -p "$dir/episodes"
+touch "$dir/manifest.json" "$dir/initial.jsonl" "$dir/episodes/iterative-seed0.jsonl"
+for _ in $(seq 1 "$NEW"); do echo '{}' >> "$dir/episodes/iterative-seed0.jsonl"; done
+"#,
+    );
+    // A new run folder (no episode log before it) gets its first line even with nothing run.
+    assert_eq!(repair_dev_run(&scratch, 0), 1);
+    assert_eq!(repair_dev_run(&scratch, 3), 2);
+    // Restarting a run with nothing left to do (the queue does at every start) adds nothing.
+    assert_eq!(repair_dev_run(&scratch, 0), 2);
+    assert_eq!(repair_dev_run(&scratch, 0), 2);
+    assert_eq!(repair_dev_run(&scratch, 1), 3);
 }
