@@ -36,8 +36,10 @@ EVAL_LIMIT=${EVAL_LIMIT:-}
 # the experience of failed episodes too, injectN injects N memories per retrieval.
 EXTRA_ARMS=${EXTRA_ARMS:-vanilla demo topick}
 LATER_ARMS=${LATER_ARMS:-bm25 memrl memento no-episode no-turn no-rl all inject2 inject3 inject4 inject5}
-# Held-out checks of the turn selector: one training per (inputs, seed), 3 tasks held out.
+# Held-out checks of the turn selector: one training per (inputs, seed), HOLDOUT_TASKS
+# training tasks held out (the smoke's four training tasks leave fewer than four with states).
 HOLDOUT_SEEDS=${HOLDOUT_SEEDS:-0 1 2}
+HOLDOUT_TASKS=${HOLDOUT_TASKS:-3}
 # Pass@k (the paper's Figure 3a): these arms run again with sampling at PASS_K_TEMPERATURE,
 # once per seed in PASS_K_SEEDS, and each arm's tries are reported together.
 # Each try is a whole evaluation run, so the tries cover a subset: every PASS_K_EVERY-th task
@@ -295,7 +297,7 @@ for n in 2 3 4 5; do sizes+=("$RUNS/eval-inject$n"); done
 if have "${sizes[@]}"; then
   record "$RESULTS/retrieval-size.md" "$MERIT" interact report --baseline "$RUNS/eval-learned" "${sizes[@]}"
 fi
-# Held-out checks: the turn selector trained with 3 tasks set aside, full and features-only
+# Held-out checks: the turn selector trained with HOLDOUT_TASKS tasks set aside, full and features-only
 # inputs, three seeds each; then every checkpoint scored on the evaluation run's states.
 checkpoints=(--selector "$RUNS/selectors/turn.safetensors")
 : > "$RESULTS/turn-selector-holdout.md.tmp"
@@ -305,7 +307,7 @@ for inputs in full features; do
     { echo "## Inputs \`$inputs\`, seed $seed"; echo; } >> "$RESULTS/turn-selector-holdout.md.tmp"
     record "$out.md" "$MERIT" interact train-selector --level turn --run "$RUNS/train-cosine" \
       --prm "$RUNS/prm/student.safetensors" --out "$out" --updates "$TURN_UPDATES" \
-      --batch "$TURN_BATCH" --holdout-tasks 3 --seed "$seed" --inputs "$inputs"
+      --batch "$TURN_BATCH" --holdout-tasks "$HOLDOUT_TASKS" --seed "$seed" --inputs "$inputs"
     cat "$out.md" >> "$RESULTS/turn-selector-holdout.md.tmp"
     echo >> "$RESULTS/turn-selector-holdout.md.tmp"
     checkpoints+=(--selector "$out/turn.safetensors")

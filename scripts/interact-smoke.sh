@@ -56,6 +56,6 @@ MERIT_HOME=$smoke/home MERIT=$binary SPIDER=${SPIDER:-$repo/../shared/data/spide
   RUNS=$smoke/runs RESULTS=$smoke/results TRAIN_TASKS=0 EVAL_TASKS=0 MAX_TURNS=8 \
   PRM_PAIRS=30 PRM_PER_STATE=2 PRM_SPLIT_BY=pair TURN_UPDATES=2 TURN_BATCH=4 \
   EPISODE_UPDATES=1 EPISODE_BATCH=1 PASS_K_SEEDS=1 PASS_K_LIMIT=2 FORK_LIMIT=1 FORK_TURN=2 \
-  HOLDOUT_SEEDS=0 LATER_ARMS="bm25 no-rl all inject2" \
+  HOLDOUT_SEEDS=0 HOLDOUT_TASKS=1 LATER_ARMS="bm25 no-rl all inject2" \
   bash scripts/interact-experiments.sh
 echo "interact smoke: every step ran; results in $smoke/results"
