@@ -474,6 +474,16 @@ pub fn results_match(prediction: &[Vec<Cell>], gold: &[Vec<Cell>], ordered: bool
     }
 }
 
+/// Whether `rows` holds two rows that [`results_match`] tells apart only by count when it
+/// compares unordered: such a result passes against any answer with the same distinct rows,
+/// whatever their multiplicities, so a question about its size has no single answer.
+pub fn has_repeated_rows(rows: &[Vec<Cell>]) -> bool {
+    let mut seen = HashSet::new();
+    !rows
+        .iter()
+        .all(|row| seen.insert(row.iter().map(normalize_cell).collect::<Vec<_>>()))
+}
+
 // ---------------------------------------------------------------------------------------------
 // Judging
 // ---------------------------------------------------------------------------------------------
@@ -754,5 +764,22 @@ mod tests {
         let a = vec![vec![Cell::Int(1), Cell::Int(2)]];
         let b = vec![vec![Cell::Int(2), Cell::Int(1)]];
         assert!(!results_match(&a, &b, false));
+    }
+
+    #[test]
+    fn repeated_rows_are_those_the_set_comparison_merges() {
+        assert!(!has_repeated_rows(&[
+            vec![Cell::Int(1)],
+            vec![Cell::Int(2)]
+        ]));
+        // 1 and 1.0 are one value to the judge, as to Python.
+        assert!(has_repeated_rows(&[
+            vec![Cell::Int(1)],
+            vec![Cell::Float(1.0)]
+        ]));
+        let row = |a: i64, b: &str| vec![Cell::Int(a), Cell::Text(b.into())];
+        assert!(!has_repeated_rows(&[row(1, "x"), row(1, "y")]));
+        assert!(has_repeated_rows(&[row(1, "x"), row(2, "y"), row(1, "x")]));
+        assert!(!has_repeated_rows(&[]));
     }
 }

@@ -7,9 +7,14 @@
 //!
 //! | operation | applies when the first result | follow-up SQL | request |
 //! |---|---|---|---|
-//! | count | has several rows and no aggregate at the top | `SELECT COUNT(*) FROM (<first>)` | how many results that is |
+//! | count | has several rows, no aggregate at the top, and no repeated row unless ordered | `SELECT COUNT(*) FROM (<first>)` | how many results that is |
 //! | first three | is ordered, unlimited, and has more than three rows | `<first> LIMIT 3` | only the first three |
 //! | distinct count | has several rows, one column | `SELECT COUNT(DISTINCT c) FROM (<first>)` | how many different values |
+//!
+//! Phase 1 compares an unordered result as a set of rows (`judge::results_match`), so an
+//! answer that lists each of the first result's rows once passes it even where the gold
+//! repeats rows; "how many results is that" would then have two answers, and the count is
+//! not offered for such a result.
 //!
 //! A follow-up is kept only when its SQL runs, returns a row, and its result differs from the
 //! first one (otherwise phase 2 would be solved by resubmitting). Which applicable operation
@@ -19,6 +24,7 @@
 
 use super::perturb::Target;
 use super::sqlast;
+use merit_interact_env::judge::{self, Cell};
 use merit_sql::{Database, ExecLimits, SqliteDatabase, Value};
 use serde::{Deserialize, Serialize};
 use sqlparser::ast::{SelectItem, SetExpr};
@@ -64,9 +70,16 @@ pub fn follow_up_for(
         sqlparser::ast::GroupByExpr::Expressions(exprs, _) if exprs.is_empty()
     );
     let rows = first.rows.len();
+    let cells: Vec<Vec<Cell>> = first
+        .rows
+        .iter()
+        .map(|row| row.iter().cloned().map(Cell::from).collect())
+        .collect();
+    // Multiplicity is judged only where the rows are compared in order (see the module docs).
+    let size_is_judged = query.order_by.is_some() || !judge::has_repeated_rows(&cells);
     let body = target.sql.trim().trim_end_matches(';');
     let mut candidates: Vec<(&str, String, &str)> = Vec::new();
-    if rows > 1 && (!aggregated || grouped) {
+    if rows > 1 && (!aggregated || grouped) && size_is_judged {
         candidates.push((
             "count",
             format!("SELECT COUNT(*) FROM ({body})"),
@@ -109,7 +122,7 @@ pub fn follow_up_for(
             // (`COUNT(*)` over a `SELECT DISTINCT` counts the duplicates) would be judged
             // against an answer other than the one checked here.
             let judged = database
-                .query(&merit_interact_env::judge::reference_rewrites(sql), limits)
+                .query(&judge::reference_rewrites(sql), limits)
                 .ok()?;
             if judged.rows != second.rows {
                 return None;
@@ -163,13 +176,39 @@ mod tests {
             .unwrap();
             assert_eq!(follow.operation, "distinct_count", "{follow:?}");
         }
-        // Without DISTINCT the plain count is offered when it comes first.
+        // Without DISTINCT the plain count is offered when it comes first and no row repeats.
         let plain = follow_up_for(
-            &target("SELECT country FROM singer", "0000aaaa"),
+            &target("SELECT name FROM singer", "0000aaaa"),
             &database,
             &limits,
         )
         .unwrap();
         assert_eq!(plain.operation, "count", "{plain:?}");
+    }
+
+    #[test]
+    fn a_count_is_offered_only_where_phase_1_judges_how_many_rows_there_are() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/data/spider/database/concert_singer/concert_singer.sqlite");
+        let database = SqliteDatabase::open(&path).unwrap();
+        let limits = ExecLimits::AGENT;
+        // France four times: `SELECT DISTINCT country` passes phase 1 against this gold (rows
+        // are compared as sets), so "how many results" could be 3 or 6; the count is skipped
+        // and the distinct count, the only other operation that applies, is asked instead.
+        let repeated = follow_up_for(
+            &target("SELECT country FROM singer", "0000aaaa"),
+            &database,
+            &limits,
+        )
+        .unwrap();
+        assert_eq!(repeated.operation, "distinct_count", "{repeated:?}");
+        // Ordered, the rows are compared one by one, so the count is well defined again.
+        let ordered = follow_up_for(
+            &target("SELECT country FROM singer ORDER BY country", "0000aaaa"),
+            &database,
+            &limits,
+        )
+        .unwrap();
+        assert_eq!(ordered.operation, "count", "{ordered:?}");
     }
 }
