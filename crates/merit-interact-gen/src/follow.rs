@@ -158,12 +158,16 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_follow_up_whose_gold_the_judge_would_rewrite_is_not_offered() {
+    /// Spider's `concert_singer` database (read from `../shared`) and the agent's limits.
+    fn concert_singer() -> (SqliteDatabase, ExecLimits) {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../../shared/data/spider/database/concert_singer/concert_singer.sqlite");
-        let database = SqliteDatabase::open(&path).unwrap();
-        let limits = ExecLimits::AGENT;
+        (SqliteDatabase::open(&path).unwrap(), ExecLimits::AGENT)
+    }
+
+    #[test]
+    fn a_follow_up_whose_gold_the_judge_would_rewrite_is_not_offered() {
+        let (database, limits) = concert_singer();
         // Singers' countries: Netherlands, United States and four times France. Whichever
         // operation is tried first, the count over `SELECT DISTINCT` (3 here, 6 once the judge
         // drops DISTINCT) is never the follow-up; the distinct count survives the rewrite.
@@ -188,10 +192,7 @@ mod tests {
 
     #[test]
     fn a_count_is_offered_only_where_phase_1_judges_how_many_rows_there_are() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../../shared/data/spider/database/concert_singer/concert_singer.sqlite");
-        let database = SqliteDatabase::open(&path).unwrap();
-        let limits = ExecLimits::AGENT;
+        let (database, limits) = concert_singer();
         // France four times: `SELECT DISTINCT country` passes phase 1 against this gold (rows
         // are compared as sets), so "how many results" could be 3 or 6; the count is skipped
         // and the distinct count, the only other operation that applies, is asked instead.
