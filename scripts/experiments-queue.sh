@@ -39,6 +39,10 @@
 #                  Targets fuzzed earlier on idle cycles beside the queue count (see that script)
 #   interact-rest  scripts/interact-experiments.sh to its end: the earlier ablations, retention
 #                  and retrieval-size arms regenerated at 60 tasks (what is done is skipped)
+#   interact-hints (not in the default; 2026-12-05) scripts/interact-hint-calibration.sh: the
+#                  turn-level memory hint reworded and no longer piled up on folded repeats,
+#                  measured on the training split (no memory, old hint, new hint) before any
+#                  evaluation arm uses it; runs/interact-hints pins its own binary
 #   interact       (not in the default) the whole interact script at once
 # The order is the issues' order of importance for what each issue asks (the two calibrations
 # and the dev run for issue 16, then issues 18, 20 and 22); the steps that only extend a
@@ -47,7 +51,7 @@
 #
 # Each model step runs a binary pinned in its own run folder when the step first starts
 # (scripts/pin-binary.sh: runs/repair-dev, runs/repair-calibration-memory,
-# runs/repair-calibration-dense, runs/repair-calibration-aliases, runs/interact, runs/pins/live-dev), for the reason the
+# runs/repair-calibration-dense, runs/repair-calibration-aliases, runs/interact, runs/interact-hints, runs/pins/live-dev), for the reason the
 # dev run gives: target/release may be rebuilt and machines replaced while a step lasts, and a
 # resumed step must run the code it started with (the folder's source-commit names it, so
 # another machine builds the same code). A step not yet started takes main as it is then.
@@ -134,6 +138,9 @@ run_step() {
     interact-main)
       merit=$(pinned runs/interact) || return 1
       STOP_AFTER=passk MERIT=$merit scripts/interact-experiments.sh ;;
+    interact-hints)
+      merit=$(pinned runs/interact-hints) || return 1
+      MERIT=$merit scripts/interact-hint-calibration.sh ;;
     interact | interact-rest)
       merit=$(pinned runs/interact) || return 1
       MERIT=$merit scripts/interact-experiments.sh ;;

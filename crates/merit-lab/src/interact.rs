@@ -8,8 +8,12 @@ use merit_interact::memory::Level;
 use merit_interact::runlog::{read_log, EpisodeRecord, LogError};
 use merit_interact::{Category, EndReason};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+
+/// Task ids a report leaves out of every figure (e.g. tasks found ill-posed after the runs),
+/// so that the same logs can be read with and without them.
+pub type ExcludedTasks = BTreeSet<String>;
 
 /// The log file of an interact run directory.
 pub const LOG_FILE: &str = "episodes.jsonl";
@@ -39,8 +43,11 @@ pub enum InteractReportError {
     Bootstrap(#[from] BootstrapError),
 }
 
-/// The records of the run directory `dir`.
-pub fn read_run(dir: &Path) -> Result<Vec<EpisodeRecord>, InteractReportError> {
+/// The records of the run directory `dir`, less those of the `excluded` tasks.
+pub fn read_run(
+    dir: &Path,
+    excluded: &ExcludedTasks,
+) -> Result<Vec<EpisodeRecord>, InteractReportError> {
     let log = dir.join(LOG_FILE);
     if !log.is_file() {
         return Err(InteractReportError::NotARun(dir.to_path_buf()));
@@ -50,7 +57,10 @@ pub fn read_run(dir: &Path) -> Result<Vec<EpisodeRecord>, InteractReportError> {
             dir: dir.to_path_buf(),
             source,
         })?
-        .records)
+        .records
+        .into_iter()
+        .filter(|record| !excluded.contains(&record.instance_id))
+        .collect())
 }
 
 /// The figures of one run directory.
@@ -119,18 +129,26 @@ pub struct EndCounts {
     pub agent_call_cap: usize,
 }
 
-/// The figures of every run directory, in order.
-pub fn summarise(runs: &[PathBuf]) -> Result<Vec<InteractSummary>, InteractReportError> {
-    runs.iter().map(|dir| summarise_one(dir)).collect()
+/// The figures of every run directory, in order, without the `excluded` tasks.
+pub fn summarise(
+    runs: &[PathBuf],
+    excluded: &ExcludedTasks,
+) -> Result<Vec<InteractSummary>, InteractReportError> {
+    runs.iter()
+        .map(|dir| summarise_one(dir, excluded))
+        .collect()
 }
 
-fn summarise_one(dir: &Path) -> Result<InteractSummary, InteractReportError> {
+fn summarise_one(
+    dir: &Path,
+    excluded: &ExcludedTasks,
+) -> Result<InteractSummary, InteractReportError> {
     let log = dir.join(LOG_FILE);
     if !log.is_file() {
         return Err(InteractReportError::NotARun(dir.to_path_buf()));
     }
     // Read only: a report never touches the log (a torn tail stays for the run to cut).
-    let records: Vec<EpisodeRecord> = read_run(dir)?;
+    let records: Vec<EpisodeRecord> = read_run(dir, excluded)?;
     let n = records.len().max(1) as f64;
     let share = |count: usize| count as f64 / n * 100.0;
     Ok(InteractSummary {
@@ -290,15 +308,17 @@ pub struct PairedComparison {
 type PhaseOutcomes = (u8, u8);
 
 /// Every run except `baseline` paired with it on their common tasks: the phase-1 and phase-2
-/// differences with bootstrap intervals (`resamples` draws from `seed`) and sign tests.
+/// differences with bootstrap intervals (`resamples` draws from `seed`) and sign tests, without
+/// the `excluded` tasks.
 pub fn compare(
     runs: &[PathBuf],
     baseline: &Path,
+    excluded: &ExcludedTasks,
     resamples: usize,
     seed: u64,
 ) -> Result<Vec<PairedComparison>, InteractReportError> {
     let outcomes = |dir: &Path| -> Result<BTreeMap<String, (u8, u8)>, InteractReportError> {
-        Ok(read_run(dir)?
+        Ok(read_run(dir, excluded)?
             .into_iter()
             .map(|r| {
                 let o = r.trajectory.outcome;
@@ -464,12 +484,15 @@ pub struct RepeatedTries {
 }
 
 /// The runs read as independent tries of one configuration (Pass@k over the tasks every
-/// run holds, and the spread of success across runs).
-pub fn repeated_tries(runs: &[PathBuf]) -> Result<RepeatedTries, InteractReportError> {
+/// run holds, and the spread of success across runs), without the `excluded` tasks.
+pub fn repeated_tries(
+    runs: &[PathBuf],
+    excluded: &ExcludedTasks,
+) -> Result<RepeatedTries, InteractReportError> {
     let logs: Vec<BTreeMap<String, bool>> = runs
         .iter()
         .map(|dir| -> Result<_, InteractReportError> {
-            Ok(read_run(dir)?
+            Ok(read_run(dir, excluded)?
                 .into_iter()
                 .map(|r| (r.instance_id, r.trajectory.outcome.phase1_passed))
                 .collect())
@@ -523,16 +546,17 @@ mod tests {
     #[test]
     fn a_folder_without_a_log_and_no_runs_are_clear_errors() {
         let dir = tempfile::tempdir().unwrap();
-        let error = summarise(&[dir.path().to_path_buf()]).unwrap_err();
+        let none = ExcludedTasks::new();
+        let error = summarise(&[dir.path().to_path_buf()], &none).unwrap_err();
         assert!(matches!(error, InteractReportError::NotARun(_)), "{error}");
         assert!(error.to_string().contains("not an interact run directory"));
         assert!(matches!(
-            repeated_tries(&[]).unwrap_err(),
+            repeated_tries(&[], &none).unwrap_err(),
             InteractReportError::NoRuns
         ));
         // An empty log is a run with no episodes: figures of zero tasks, no division by zero.
         std::fs::write(dir.path().join(LOG_FILE), "").unwrap();
-        let summary = &summarise(&[dir.path().to_path_buf()]).unwrap()[0];
+        let summary = &summarise(&[dir.path().to_path_buf()], &none).unwrap()[0];
         assert_eq!((summary.tasks, summary.phase1_success), (0, 0.0));
         assert!(render(std::slice::from_ref(summary)).contains("| 0 |"));
     }

@@ -5,8 +5,8 @@ use anyhow::{Context, Result};
 use clap::Args;
 use merit_interact::runlog::read_log;
 use merit_lab::interact::{
-    compare, render, render_behaviour, render_comparisons, render_repeated_tries, repeated_tries,
-    summarise, LOG_FILE,
+    compare, read_run, render, render_behaviour, render_comparisons, render_repeated_tries,
+    repeated_tries, summarise, ExcludedTasks, LOG_FILE,
 };
 use std::path::PathBuf;
 
@@ -44,24 +44,44 @@ pub struct InteractReportArgs {
     /// Bootstrap seed.
     #[arg(long, default_value_t = 0)]
     bootstrap_seed: u64,
+    /// Leave these task ids out of every figure (comma-separated or repeated), e.g. tasks
+    /// found ill-posed after the runs; each must be in at least one run.
+    #[arg(long, value_delimiter = ',')]
+    exclude_tasks: Vec<String>,
 }
 
 pub(super) fn report(args: InteractReportArgs) -> Result<()> {
-    let summaries = summarise(&args.runs)?;
+    let excluded = excluded_tasks(&args)?;
+    let summaries = summarise(&args.runs, &excluded)?;
     let comparisons = match &args.baseline {
-        Some(baseline) => compare(&args.runs, baseline, args.resamples, args.bootstrap_seed)?,
+        Some(baseline) => compare(
+            &args.runs,
+            baseline,
+            &excluded,
+            args.resamples,
+            args.bootstrap_seed,
+        )?,
         None => Vec::new(),
     };
     let tries = match args.pass_at_k {
-        true => Some(repeated_tries(&args.runs)?),
+        true => Some(repeated_tries(&args.runs, &excluded)?),
         false => None,
     };
     if args.json {
         let report = serde_json::json!({
             "runs": summaries, "comparisons": comparisons, "repeated_tries": tries,
+            "excluded_tasks": excluded,
         });
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
+        if !excluded.is_empty() {
+            let ids: Vec<&str> = excluded.iter().map(String::as_str).collect();
+            println!(
+                "Left out of every figure below: {} task(s): {}\n",
+                ids.len(),
+                ids.join(", ")
+            );
+        }
         print!("{}", render(&summaries));
         println!();
         print!("{}", render_behaviour(&summaries));
@@ -75,6 +95,32 @@ pub(super) fn report(args: InteractReportArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The `--exclude-tasks` ids, each checked to be in at least one of the runs (a mistyped id
+/// would otherwise leave the figures unchanged without a word).
+fn excluded_tasks(args: &InteractReportArgs) -> Result<ExcludedTasks> {
+    let excluded: ExcludedTasks = args
+        .exclude_tasks
+        .iter()
+        .map(|id| id.trim().to_string())
+        .filter(|id| !id.is_empty())
+        .collect();
+    if excluded.is_empty() {
+        return Ok(excluded);
+    }
+    let mut seen = ExcludedTasks::new();
+    for run in &args.runs {
+        seen.extend(
+            read_run(run, &ExcludedTasks::new())?
+                .into_iter()
+                .map(|record| record.instance_id),
+        );
+    }
+    if let Some(missing) = excluded.iter().find(|id| !seen.contains(*id)) {
+        anyhow::bail!("--exclude-tasks: task {missing} is in none of the runs");
+    }
+    Ok(excluded)
 }
 
 pub(super) fn summaries(args: InteractSummariesArgs) -> Result<()> {

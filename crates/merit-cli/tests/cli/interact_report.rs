@@ -225,4 +225,47 @@ fn report_compares_runs_with_a_baseline_and_leaves_logs_alone() {
         text.contains("| 100.0 (1) | 100.0 / 16.7 | n/a |"),
         "{text}"
     );
+
+    // Leaving tasks out: the follow-up task and one the baseline failed drop from every
+    // figure, and the ids are named above the tables.
+    let output = Command::new(env!("CARGO_BIN_EXE_merit"))
+        .args(["interact", "report", "--json", "--resamples", "200"])
+        .args(["--exclude-tasks", "alien_9701,alien_9706", "--baseline"])
+        .arg(&bad)
+        .arg(&good)
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["runs"][0]["tasks"], 4);
+    assert_eq!(report["runs"][0]["follow_ups"][0], 0);
+    assert_eq!(report["comparisons"][0]["common_tasks"], 4);
+    assert_eq!(report["comparisons"][0]["phase1"]["a_better"], 3);
+    assert_eq!(
+        report["excluded_tasks"],
+        serde_json::json!(["alien_9701", "alien_9706"])
+    );
+    let output = Command::new(env!("CARGO_BIN_EXE_merit"))
+        .args(["interact", "report", "--exclude-tasks", "alien_9701"])
+        .arg(&good)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        text.starts_with("Left out of every figure below: 1 task(s): alien_9701"),
+        "{text}"
+    );
+    // A mistyped id is an error, not a silent no-op.
+    let output = Command::new(env!("CARGO_BIN_EXE_merit"))
+        .args(["interact", "report", "--exclude-tasks", "alien_97O1"])
+        .arg(&good)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("task alien_97O1 is in none of the runs"),
+        "{stderr}"
+    );
 }

@@ -477,10 +477,17 @@ impl ReactAgent {
             // Turn-level memory serves intermediate turns (paper §5.1: "before intermediate
             // turn t"): before the first call the state is the request alone, which is what
             // the episode level retrieves on, so the turn level waits for a first step.
+            // Where this turn's memory hint went: the message and its length before the hint.
+            let mut turn_hint_at: Option<(usize, usize)> = None;
             if replayed.is_none() && !env.steps().is_empty() {
                 let hint = advisor.before_turn(env.public_task(), env.steps())?;
+                let index = messages.len() - 1;
                 if let Some(last) = messages.last_mut() {
+                    let before = last.content.len();
                     with_memory(last, hint, false);
+                    if last.content.len() != before {
+                        turn_hint_at = Some((index, before));
+                    }
                 }
             }
             let request = ChatRequest {
@@ -569,7 +576,17 @@ impl ReactAgent {
                     earlier_observation.as_deref(),
                     &cut_chars(&step.observation, self.config.observation_chars),
                 );
+                let index = messages.len() - 1;
                 if let Some(last) = messages.last_mut() {
+                    // The hint was retrieved for the turn that is folded away, so it goes with
+                    // it: the next turn's hint follows the note. Left in, the same hint stacked
+                    // up once per repeat, and the 1.5B agent copied its repeated text into
+                    // repeats of its own (issue 18's 60-task runs).
+                    if let Some((at, before)) = turn_hint_at.take() {
+                        if at == index {
+                            last.content.truncate(before);
+                        }
+                    }
                     last.content.push_str("\n\n");
                     last.content.push_str(&note);
                 }

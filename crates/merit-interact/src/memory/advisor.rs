@@ -138,10 +138,12 @@ pub fn render_turn_hint<'a>(chosen: impl IntoIterator<Item = &'a TurnMemory>) ->
     if body.is_empty() {
         return String::new();
     }
+    // Not "worth repeating", which can be read as "repeat your last step": the 1.5B agent
+    // already repeats its last step word for word in over half its turns.
     let advice = match (positive, negative) {
-        (true, false) => "worth repeating",
-        (false, true) => "a mistake to avoid",
-        _ => "one to repeat or avoid as marked",
+        (true, false) => "it worked there; consider a step like it now",
+        (false, true) => "it failed there; avoid a step like it",
+        _ => "follow or avoid each as marked",
     };
     fill(
         AGENT_MEMORY_TURN.trim_end(),

@@ -377,6 +377,82 @@ fn folded_repeats_leave_the_conversation_as_it_was_with_a_numbered_note() {
     assert_eq!(seen[2].messages[..3], seen[1].messages[..3]);
 }
 
+/// Gives the same turn hint before every turn (a memory whose nearest step never changes,
+/// as when the agent repeats itself).
+struct SameHint;
+
+impl merit_interact::MemoryAdvisor for SameHint {
+    fn before_episode(
+        &mut self,
+        _: &merit_interact::PublicTask,
+    ) -> Result<Option<merit_interact::Injection>, AgentError> {
+        Ok(None)
+    }
+
+    fn before_turn(
+        &mut self,
+        _: &merit_interact::PublicTask,
+        steps: &[merit_interact::TrajectoryStep],
+    ) -> Result<Option<merit_interact::Injection>, AgentError> {
+        Ok(Some(merit_interact::Injection {
+            text: "Memory hint: submit it.".to_string(),
+            record: merit_interact::InjectionRecord {
+                level: merit_interact::memory::Level::Turn,
+                turn: steps.len() + 1,
+                candidates: vec![7],
+                chosen: vec![7],
+                chosen_features: Vec::new(),
+                selector: "fixed".to_string(),
+                note: None,
+            },
+        }))
+    }
+}
+
+#[test]
+fn a_folded_repeat_takes_its_turn_hint_with_it() {
+    let (_dir, set) = custom_tasks(&[warm_task("alien_9110", false)]);
+    let mut env = environment(
+        &set,
+        "alien_9110",
+        ScriptedSimulator::default(),
+        EnvConfig::default(),
+    );
+    let model = ScriptedModel::replies(
+        "repeater",
+        ["SELECT 1", "SELECT 1", "SELECT 1", "SELECT 2"]
+            .iter()
+            .map(|sql| format!("Action: execute(\"{sql}\")"))
+            .collect(),
+    );
+    let agent = ReactAgent::new(
+        model.clone(),
+        AgentConfig {
+            max_turns: 4,
+            fold_repeats: true,
+            ..AgentConfig::default()
+        },
+    );
+    let result = agent.run_with_memory(&mut env, &mut SameHint).unwrap();
+    let seen = model.seen();
+    let last = |i: usize| seen[i].messages.last().unwrap().content.clone();
+    // One hint per prompt, always after the newest note: the hint shown with a repeat that
+    // was folded away does not stay behind to pile up.
+    for turn in 1..4 {
+        assert_eq!(
+            last(turn).matches("Memory hint").count(),
+            1,
+            "{}",
+            last(turn)
+        );
+        assert!(last(turn).trim_end().ends_with("Memory hint: submit it."));
+    }
+    assert!(last(3).contains("(Note 1:") && last(3).contains("(Note 2:"));
+    // Every hint shown is still on record, one per turn from the second.
+    let turns: Vec<usize> = result.injections.iter().map(|i| i.turn).collect();
+    assert_eq!(turns, [2, 3, 4]);
+}
+
 #[test]
 fn a_changed_result_is_shown_in_the_fold_note() {
     let action = merit_interact::action::ActionCall::get_schema();

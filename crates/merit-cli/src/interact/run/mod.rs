@@ -282,7 +282,13 @@ pub(super) fn run_agent(args: InteractRunArgs) -> Result<()> {
         summary.skipped.len(),
         log.display()
     );
-    print!("{}", render(&summarise(std::slice::from_ref(&args.out))?));
+    print!(
+        "{}",
+        render(&summarise(
+            std::slice::from_ref(&args.out),
+            &merit_lab::interact::ExcludedTasks::new(),
+        )?)
+    );
     Ok(())
 }
 
