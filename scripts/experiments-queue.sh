@@ -39,6 +39,9 @@
 #                  Targets fuzzed earlier on idle cycles beside the queue count (see that script)
 #   interact-rest  scripts/interact-experiments.sh to its end: the earlier ablations, retention
 #                  and retrieval-size arms regenerated at 60 tasks (what is done is skipped)
+#   interact-memory (not in the default) interact-main up to its cosine evaluation arm only
+#                  (STOP_AFTER=memory): what interact-hints is to be compared with, before the
+#                  PRM and selectors are built on the training stream
 #   interact-hints (not in the default; 2026-12-05) scripts/interact-hint-calibration.sh: the
 #                  turn-level memory hint reworded and no longer piled up on folded repeats,
 #                  measured on the training split (no memory, old hint, new hint) before any
@@ -138,6 +141,9 @@ run_step() {
     interact-main)
       merit=$(pinned runs/interact) || return 1
       STOP_AFTER=passk MERIT=$merit scripts/interact-experiments.sh ;;
+    interact-memory)
+      merit=$(pinned runs/interact) || return 1
+      STOP_AFTER=memory MERIT=$merit scripts/interact-experiments.sh ;;
     interact-hints)
       merit=$(pinned runs/interact-hints) || return 1
       MERIT=$merit scripts/interact-hint-calibration.sh ;;
