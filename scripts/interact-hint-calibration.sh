@@ -11,7 +11,9 @@
 #   train-cosine  the training stream with cosine memory written online, as in the main
 #                 experiment, with the new hint
 # and the report pairs both with the main experiment's training stream (the old hint,
-# runs/interact/train-cosine). Resumable (runs skip logged episodes); about four hours of the
+# runs/interact/train-cosine). Decided before it runs: the evaluation arms take the new hint
+# (a training stream rerun with it, and the PRM and selectors built on that stream) unless its
+# training stream solves fewer tasks in phase 1 than the old one's 9 of 60. Resumable (runs skip logged episodes); about four hours of the
 # two cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
