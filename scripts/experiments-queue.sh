@@ -46,6 +46,12 @@
 #                  turn-level memory hint reworded and no longer piled up on folded repeats,
 #                  measured on the training split (no memory, old hint, new hint) before any
 #                  evaluation arm uses it; runs/interact-hints pins its own binary
+#   interact-v2    (not in the default) interact-main again with the new turn hint, for when
+#                  the calibration adopts it (its rule: scripts/interact-hint-calibration.sh):
+#                  runs/interact-v2, pinned to the calibration's commit, results to
+#                  docs/results/interact/v2 (the old hint's files stay where they are). Its
+#                  no-memory arm and training stream replay the calibration's and the main
+#                  experiment's model calls from the reply cache, so they cost minutes
 #   interact       (not in the default) the whole interact script at once
 # The order is the issues' order of importance for what each issue asks (the two calibrations
 # and the dev run for issue 16, then issues 18, 20 and 22); the steps that only extend a
@@ -54,7 +60,7 @@
 #
 # Each model step runs a binary pinned in its own run folder when the step first starts
 # (scripts/pin-binary.sh: runs/repair-dev, runs/repair-calibration-memory,
-# runs/repair-calibration-dense, runs/repair-calibration-aliases, runs/interact, runs/interact-hints, runs/pins/live-dev), for the reason the
+# runs/repair-calibration-dense, runs/repair-calibration-aliases, runs/interact, runs/interact-hints, runs/interact-v2, runs/pins/live-dev), for the reason the
 # dev run gives: target/release may be rebuilt and machines replaced while a step lasts, and a
 # resumed step must run the code it started with (the folder's source-commit names it, so
 # another machine builds the same code). A step not yet started takes main as it is then.
@@ -147,6 +153,14 @@ run_step() {
     interact-hints)
       merit=$(pinned runs/interact-hints) || return 1
       MERIT=$merit scripts/interact-hint-calibration.sh ;;
+    interact-v2)
+      if [ ! -f runs/interact-v2/source-commit ]; then
+        mkdir -p runs/interact-v2
+        cp runs/interact-hints/source-commit runs/interact-v2/source-commit
+      fi
+      merit=$(pinned runs/interact-v2) || return 1
+      RUNS=runs/interact-v2 RESULTS=docs/results/interact/v2 STOP_AFTER=passk MERIT=$merit \
+        scripts/interact-experiments.sh ;;
     interact | interact-rest)
       merit=$(pinned runs/interact) || return 1
       MERIT=$merit scripts/interact-experiments.sh ;;
