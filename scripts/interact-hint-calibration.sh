@@ -5,7 +5,9 @@
 # more often than the agent without memory (220 of 297 steps against 137 of 257 on the first
 # 22 tasks), with the turn hint piled up once per folded repeat and worded "worth repeating".
 # Both were changed (crates/merit-interact: `agent::ReactAgent::run_with_memory`,
-# `memory::advisor::render_turn_hint`). Whether the change helps is decided here, on training
+# `memory::advisor::render_turn_hint`), and an episode memory's action list now shows a run of
+# equal consecutive steps once with its count (`memory::episode::action_line`) instead of
+# copying the stored episode's loops into the prompt. Whether the change helps is decided here, on training
 # tasks only, before any evaluation arm runs with it:
 #   train-none    the 60 training tasks without memory
 #   train-cosine  the training stream with cosine memory written online, as in the main

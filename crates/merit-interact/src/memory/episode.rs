@@ -158,18 +158,11 @@ impl MemoryRecord for EpisodeMemory {
         let _ = writeln!(out, "request: {}", self.request);
         let _ = writeln!(out, "database: {}", self.database);
         let _ = writeln!(out, "result: {}", outcome_line(&self.outcome));
-        let actions: Vec<String> = self
+        let skeletons = self
             .steps
             .iter()
-            .take(SUMMARY_ACTIONS)
-            .map(|s| cut(&action_skeleton(&s.action), SUMMARY_ACTION_CHARS))
-            .collect();
-        let more = self.steps.len().saturating_sub(SUMMARY_ACTIONS);
-        let _ = write!(out, "actions: {}", actions.join(" -> "));
-        if more > 0 {
-            let _ = write!(out, " -> … ({more} more)");
-        }
-        out.push('\n');
+            .map(|s| cut(&action_skeleton(&s.action), SUMMARY_ACTION_CHARS));
+        let _ = writeln!(out, "actions: {}", action_line(skeletons, SUMMARY_ACTIONS));
         if let Some(insight) = &self.insight {
             if !insight.worked.is_empty() {
                 let _ = writeln!(out, "worked: {}", insight.worked.join("; "));
@@ -190,6 +183,35 @@ impl MemoryRecord for EpisodeMemory {
     }
 }
 
+/// The actions of an episode summary: at most `limit` entries joined by arrows, a run of
+/// word-for-word equal consecutive steps shown once with its count, and the steps left out
+/// counted. The small agent's episodes are full of such runs (one stored success called
+/// `get_all_column_meanings()` three times in a row, twice), and a prompt that shows a loop
+/// invites the agent reading it to loop too.
+fn action_line(skeletons: impl IntoIterator<Item = String>, limit: usize) -> String {
+    let mut runs: Vec<(String, usize)> = Vec::new();
+    for skeleton in skeletons {
+        match runs.last_mut() {
+            Some((last, count)) if *last == skeleton => *count += 1,
+            _ => runs.push((skeleton, 1)),
+        }
+    }
+    let mut line = runs
+        .iter()
+        .take(limit)
+        .map(|(skeleton, count)| match count {
+            1 => skeleton.clone(),
+            _ => format!("{skeleton} (×{count} in a row)"),
+        })
+        .collect::<Vec<_>>()
+        .join(" -> ");
+    let more: usize = runs.iter().skip(limit).map(|(_, count)| count).sum();
+    if more > 0 {
+        let _ = write!(line, " -> … ({more} more)");
+    }
+    line
+}
+
 /// What the episode level is asked before an episode starts: the new request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EpisodeQuery {
@@ -206,5 +228,37 @@ impl MemoryQuery for EpisodeQuery {
     }
     fn prompt_text(&self) -> String {
         self.request.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::action_line;
+
+    fn line(steps: &[&str], limit: usize) -> String {
+        action_line(steps.iter().map(|s| s.to_string()), limit)
+    }
+
+    #[test]
+    fn a_run_of_equal_steps_is_shown_once_with_its_count() {
+        assert_eq!(
+            line(
+                &["GET_SCHEMA", "MEANINGS", "MEANINGS", "MEANINGS", "SUBMIT"],
+                12
+            ),
+            "GET_SCHEMA -> MEANINGS (×3 in a row) -> SUBMIT"
+        );
+        // Equal steps apart from each other are separate entries.
+        assert_eq!(line(&["A", "B", "A"], 12), "A -> B -> A");
+        assert_eq!(line(&[], 12), "");
+    }
+
+    #[test]
+    fn steps_past_the_limit_are_counted_not_listed() {
+        // Three entries shown; the two entries left out hold four steps.
+        assert_eq!(
+            line(&["A", "B", "B", "C", "D", "D", "D", "E"], 3),
+            "A -> B (×2 in a row) -> C -> … (4 more)"
+        );
     }
 }
