@@ -33,7 +33,8 @@ train_set=(--tasks data/interact-train/tasks.jsonl --db-root data/interact-train
   --sqlite-dir "$SPIDER/database" --max-turns 20 --observation-chars 2000 --max-tokens 320
   --model qwen2.5-coder-1.5b-instruct --fold-repeats --schema-in-opening)
 
-for arm in none cosine; do
+# The new stream first: the adoption rule needs only it.
+for arm in cosine none; do
   out="$RUNS/train-$arm"
   memory=(); [ "$arm" = cosine ] && memory=(--memory cosine)
   run "$MERIT" interact run "${train_set[@]}" --out "$out" "${memory[@]}" > /dev/null
