@@ -52,6 +52,10 @@
 #                  docs/results/interact/v2 (the old hint's files stay where they are). Its
 #                  no-memory arm and training stream replay the calibration's and the main
 #                  experiment's model calls from the reply cache, so they cost minutes
+#   interact-adopted (not in the default) the hint calibration's rule applied: interact-v2 when
+#                  the new hint's training stream solved at least the old one's 9 of 60, else
+#                  interact-main; stops without running either while the calibration's stream
+#                  is unfinished
 #   interact       (not in the default) the whole interact script at once
 # The order is the issues' order of importance for what each issue asks (the two calibrations
 # and the dev run for issue 16, then issues 18, 20 and 22); the steps that only extend a
@@ -161,6 +165,15 @@ run_step() {
       merit=$(pinned runs/interact-v2) || return 1
       RUNS=runs/interact-v2 RESULTS=docs/results/interact/v2 STOP_AFTER=passk MERIT=$merit \
         scripts/interact-experiments.sh ;;
+    interact-adopted)
+      local stream=runs/interact-hints/train-cosine/episodes.jsonl solved
+      if [ ! -f "$stream" ] || [ "$(wc -l < "$stream")" -lt 60 ]; then
+        echo "queue: the hint calibration's stream is unfinished; interact-adopted waits" >&2
+        return 1
+      fi
+      solved=$(python3 -c 'import json, sys; print(sum(json.loads(l)["trajectory"]["outcome"]["phase1_passed"] for l in open(sys.argv[1]) if l.strip()))' "$stream")
+      echo "queue: the new hint's training stream solved $solved of 60 (the old one's: 9)" >&2
+      if [ "$solved" -ge 9 ]; then run_step interact-v2; else run_step interact-main; fi ;;
     interact | interact-rest)
       merit=$(pinned runs/interact) || return 1
       MERIT=$merit scripts/interact-experiments.sh ;;
