@@ -56,6 +56,9 @@
 #                  the new hint's training stream solved at least the old one's 9 of 60, else
 #                  interact-main; stops without running either while the calibration's stream
 #                  is unfinished
+#   interact-rest-v2 (not in the default) interact-v2's script to its end (interact-rest's
+#                  arms with the new hint, in runs/interact-v2)
+#   interact-rest-adopted (not in the default) the same rule: interact-rest-v2 or interact-rest
 #   interact       (not in the default) the whole interact script at once
 # The order is the issues' order of importance for what each issue asks (the two calibrations
 # and the dev run for issue 16, then issues 18, 20 and 22); the steps that only extend a
@@ -119,6 +122,19 @@ pinned() {
   fi
 }
 
+# The hint calibration's rule (scripts/interact-hint-calibration.sh), fixed before it ran:
+# interact-v2 when the new hint's training stream solved at least the old one's 9 of 60, else
+# interact-main. Fails while that stream is unfinished.
+adopted_experiment() {
+  local stream=runs/interact-hints/train-cosine/episodes.jsonl solved
+  if [ ! -f "$stream" ] || [ "$(wc -l < "$stream")" -lt 60 ]; then
+    echo "queue: the hint calibration's stream is unfinished; the adopted experiment waits" >&2
+    return 1
+  fi
+  solved=$(python3 -c 'import json, sys; print(sum(json.loads(l)["trajectory"]["outcome"]["phase1_passed"] for l in open(sys.argv[1]) if l.strip()))' "$stream")
+  echo "queue: the new hint's training stream solved $solved of 60 (the old one's: 9)" >&2
+  if [ "$solved" -ge 9 ]; then echo interact-v2; else echo interact-main; fi
+}
 # One step; a step that fails is logged and the queue goes on with the next one (the steps do
 # not depend on each other), so that one failure in a session's absence does not leave the
 # cores idle until the next session.
@@ -166,14 +182,21 @@ run_step() {
       RUNS=runs/interact-v2 RESULTS=docs/results/interact/v2 STOP_AFTER=passk MERIT=$merit \
         scripts/interact-experiments.sh ;;
     interact-adopted)
-      local stream=runs/interact-hints/train-cosine/episodes.jsonl solved
-      if [ ! -f "$stream" ] || [ "$(wc -l < "$stream")" -lt 60 ]; then
-        echo "queue: the hint calibration's stream is unfinished; interact-adopted waits" >&2
+      local chosen
+      chosen=$(adopted_experiment) || return 1
+      run_step "$chosen" ;;
+    interact-rest-v2)
+      if [ ! -f runs/interact-v2/source-commit ]; then
+        echo "queue: runs/interact-v2 was never started; interact-rest-v2 waits for interact-v2" >&2
         return 1
       fi
-      solved=$(python3 -c 'import json, sys; print(sum(json.loads(l)["trajectory"]["outcome"]["phase1_passed"] for l in open(sys.argv[1]) if l.strip()))' "$stream")
-      echo "queue: the new hint's training stream solved $solved of 60 (the old one's: 9)" >&2
-      if [ "$solved" -ge 9 ]; then run_step interact-v2; else run_step interact-main; fi ;;
+      merit=$(pinned runs/interact-v2) || return 1
+      RUNS=runs/interact-v2 RESULTS=docs/results/interact/v2 MERIT=$merit \
+        scripts/interact-experiments.sh ;;
+    interact-rest-adopted)
+      local chosen
+      chosen=$(adopted_experiment) || return 1
+      if [ "$chosen" = interact-v2 ]; then run_step interact-rest-v2; else run_step interact-rest; fi ;;
     interact | interact-rest)
       merit=$(pinned runs/interact) || return 1
       MERIT=$merit scripts/interact-experiments.sh ;;
