@@ -3,7 +3,9 @@
 //! Every query a model writes is treated as hostile: it runs on a read-only connection that
 //! refuses writes, `ATTACH`, extension loading and state-changing pragmas, under a wall-clock
 //! deadline that interrupts the engine, with a cap on the rows fetched. Values come back exactly
-//! as the engine returned them ([`Value`]).
+//! as the engine returned them ([`Value`]). Nothing is ever bound to a statement, so one with
+//! parameter placeholders (`?`, `:name`) is refused with Python's `sqlite3` message instead of
+//! running with each placeholder NULL.
 //!
 //! The one exception is [`ScratchConnection`] ([`SqliteDatabase::open_scratch`]): a writable
 //! connection for disposable copies only, with the same deadline and row cap, still confined to

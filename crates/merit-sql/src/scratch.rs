@@ -180,6 +180,7 @@ impl ScratchConnection {
                 }
                 Err(error) => return Err(classify(error)),
             };
+            crate::sqlite::refuse_unbound_parameters(&statement)?;
             let columns: Vec<String> = statement.column_names().map(str::to_string).collect();
             let width = columns.len();
             let mut raw = statement.raw_query();

@@ -244,6 +244,7 @@ fn run_statement(
         }
         Err(error) => return Err(classify(error)),
     };
+    refuse_unbound_parameters(&statement)?;
     let columns: Vec<String> = statement.column_names().map(str::to_string).collect();
     let width = columns.len();
     let mut rows = statement.raw_query();
@@ -280,6 +281,25 @@ fn run_statement(
         rows_delivered: delivered,
         stopped_early: false,
     })
+}
+
+/// Refuses a statement with parameter placeholders (`?`, `?1`, `:name`, `@name`, `$name`):
+/// nothing is ever bound to them here, and SQLite would run the statement with each one NULL,
+/// so `WHERE weight > ?` would quietly match nothing instead of failing. Python's `sqlite3`,
+/// which the official evaluators run queries through without parameters, refuses such a
+/// statement with this message, so a verdict and the error a model is shown stay theirs. (A
+/// model copies the `?` of a masked memory snippet into its own query, issue 18.)
+pub(crate) fn refuse_unbound_parameters(
+    statement: &rusqlite::Statement<'_>,
+) -> Result<(), ExecError> {
+    match statement.parameter_count() {
+        0 => Ok(()),
+        count => Err(ExecError::Sql {
+            message: format!(
+                "Incorrect number of bindings supplied. The current statement uses {count}, and there are 0 supplied."
+            ),
+        }),
+    }
 }
 
 /// Arms the wall-clock deadline of one statement: SQLite's progress handler interrupts it once

@@ -38,6 +38,19 @@ const CASES: &[(&str, &str)] = &[
     ),
     ("SELECT foo(1)", "no such function: foo"),
     ("SELECT * FROM airlines WHERE", "incomplete input"),
+    // Placeholders, never bound here: refused as Python refuses them, not run with NULLs.
+    (
+        "SELECT * FROM airlines WHERE uid > ?",
+        "Incorrect number of bindings supplied. The current statement uses 1, and there are 0 supplied.",
+    ),
+    (
+        "SELECT * FROM airlines WHERE uid > :n",
+        "Incorrect number of bindings supplied. The current statement uses 1, and there are 0 supplied.",
+    ),
+    (
+        "SELECT * FROM airlines WHERE uid > ? AND uid < ?3",
+        "Incorrect number of bindings supplied. The current statement uses 3, and there are 0 supplied.",
+    ),
 ];
 
 fn engine_message(db: &SqliteDatabase, sql: &str) -> String {

@@ -77,6 +77,23 @@ fn writes_are_committed_and_visible_to_a_new_connection() {
 }
 
 #[test]
+fn a_write_with_a_placeholder_is_refused_and_changes_nothing() {
+    let (_dir, path) = copy("concert_singer");
+    let before = count(&path, "SELECT COUNT(*) FROM singer");
+    let mut scratch = SqliteDatabase::open_scratch(&path, limits(None)).unwrap();
+    // Run with the placeholder NULL, this would delete nothing and report success.
+    assert_eq!(
+        scratch.execute("DELETE FROM singer WHERE Age > ?"),
+        Err(ExecError::Sql {
+            message: "Incorrect number of bindings supplied. The current statement uses 1, and there are 0 supplied."
+                .to_string()
+        })
+    );
+    drop(scratch);
+    assert_eq!(count(&path, "SELECT COUNT(*) FROM singer"), before);
+}
+
+#[test]
 fn one_statement_at_a_time_like_python() {
     let (_dir, path) = copy("concert_singer");
     let before = count(&path, "SELECT COUNT(*) FROM singer");

@@ -314,6 +314,26 @@ fn passing_phase_1_reveals_the_follow_up_and_phase_2_earns_the_rest() {
 }
 
 #[test]
+fn a_query_with_a_placeholder_fails_instead_of_running_with_nulls() {
+    // A model copies the `?` of a masked memory snippet into its own query; run with the
+    // placeholder NULL it would answer 0 for any count, so the agent must see an error.
+    let set = load_mini();
+    let mut env = environment(&set, "alien_1", silent(), EnvConfig::default());
+    let counted = env
+        .step(ActionCall::execute(
+            "SELECT COUNT(*) FROM observatories WHERE AirTempC > ?",
+        ))
+        .unwrap();
+    assert!(
+        counted
+            .observation
+            .starts_with("Error: Incorrect number of bindings supplied."),
+        "{}",
+        counted.observation
+    );
+}
+
+#[test]
 fn the_database_is_reset_before_every_execute() {
     let mut record = query_task("alien_M_900", CLEAR_COUNT, None);
     record["category"] = json!("Management");
