@@ -5,8 +5,9 @@
 #
 #   setsid nohup scripts/experiments-queue.sh >> runs/queue.log 2>&1 &
 #
-# Steps (STEPS; the default order is calibration-memory calibration-dense repair interact-main
-# live fuzz repair-posthoc calibration-aliases interact-rest, what each is below):
+# Steps (STEPS; the default order is calibration-memory calibration-dense repair
+# interact-memory interact-hints interact-adopted live fuzz repair-posthoc calibration-aliases
+# interact-rest-adopted, what each is below; a finished step is passed over in minutes):
 #   calibration-memory  scripts/repair-calibration.sh on a 150-question Spider *train* slice,
 #                  MERIT with the paper's precedent view against `--precedents change` (issue 16:
 #                  the interim dev result showed the 1.5B repairer copying precedent queries);
@@ -29,7 +30,7 @@
 #   calibration-aliases  the calibration slice again, Iterative with the plain grammar against
 #                  `--free-aliases` (the grammar's alias rule, a method-neutral aid for the
 #                  product's defaults; the dev run keeps the configuration it was fixed with)
-#   interact-main  scripts/interact-experiments.sh  issue 18, what it asks for: task sets at 60, the
+#   interact-main  (not in the default) scripts/interact-experiments.sh  issue 18, what it asks for: task sets at 60, the
 #                  main arms, the selectors, the baselines and Pass@k (STOP_AFTER=passk)
 #   live           scripts/live-dev-run.sh          issue 20: the live-mode experiment's arms
 #   fuzz           scripts/fuzz-all.sh, two instances (one a core, sharing the targets through
@@ -37,12 +38,12 @@
 #                  in all (issue 22), logged to docs/results/fuzz/runs.tsv (date, target, CPU
 #                  seconds, wall seconds, inputs run, exit status; the build is not counted).
 #                  Targets fuzzed earlier on idle cycles beside the queue count (see that script)
-#   interact-rest  scripts/interact-experiments.sh to its end: the earlier ablations, retention
+#   interact-rest  (not in the default) scripts/interact-experiments.sh to its end: the earlier ablations, retention
 #                  and retrieval-size arms regenerated at 60 tasks (what is done is skipped)
-#   interact-memory (not in the default) interact-main up to its cosine evaluation arm only
+#   interact-memory interact-main up to its cosine evaluation arm only
 #                  (STOP_AFTER=memory): what interact-hints is to be compared with, before the
 #                  PRM and selectors are built on the training stream
-#   interact-hints (not in the default; 2026-12-05) scripts/interact-hint-calibration.sh: the
+#   interact-hints (2026-12-05) scripts/interact-hint-calibration.sh: the
 #                  turn-level memory hint reworded and no longer piled up on folded repeats,
 #                  measured on the training split (no memory, old hint, new hint) before any
 #                  evaluation arm uses it; runs/interact-hints pins its own binary
@@ -52,13 +53,13 @@
 #                  docs/results/interact/v2 (the old hint's files stay where they are). Its
 #                  no-memory arm and training stream replay the calibration's and the main
 #                  experiment's model calls from the reply cache, so they cost minutes
-#   interact-adopted (not in the default) the hint calibration's rule applied: interact-v2 when
+#   interact-adopted the hint calibration's rule applied: interact-v2 when
 #                  the new hint's training stream solved at least the old one's 9 of 60, else
 #                  interact-main; stops without running either while the calibration's stream
 #                  is unfinished
 #   interact-rest-v2 (not in the default) interact-v2's script to its end (interact-rest's
 #                  arms with the new hint, in runs/interact-v2)
-#   interact-rest-adopted (not in the default) the same rule: interact-rest-v2 or interact-rest
+#   interact-rest-adopted the same rule: interact-rest-v2 or interact-rest
 #   interact       (not in the default) the whole interact script at once
 # The order is the issues' order of importance for what each issue asks (the two calibrations
 # and the dev run for issue 16, then issues 18, 20 and 22); the steps that only extend a
@@ -82,7 +83,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-STEPS=${STEPS:-calibration-memory calibration-dense repair interact-main live fuzz repair-posthoc calibration-aliases interact-rest}
+STEPS=${STEPS:-calibration-memory calibration-dense repair interact-memory interact-hints interact-adopted live fuzz repair-posthoc calibration-aliases interact-rest-adopted}
 FUZZ_SECONDS=${FUZZ_SECONDS:-1800}
 FUZZ_LOG=${FUZZ_LOG:-docs/results/fuzz/runs.tsv}
 # Every target of the fuzz project unless named (listed when the fuzz step starts, so a
