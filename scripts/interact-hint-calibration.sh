@@ -16,7 +16,9 @@
 # runs/interact/train-cosine). Decided before it runs: the evaluation arms take the new hint
 # (a training stream rerun with it, and the PRM and selectors built on that stream) unless its
 # training stream solves fewer tasks in phase 1 than the old one's 9 of 60. Resumable (runs skip logged episodes); about four hours of the
-# two cores.
+# two cores. Restarted once from its first task, at 13 of 60 and before any comparison, with
+# one more change (runs/interact-hints/source-commits.tsv): a statement with an unbound
+# parameter placeholder is refused instead of run with NULLs (a copied memory's `?`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
