@@ -575,6 +575,32 @@ impl<B: InteractBackend, S: UserSimulator> Environment<B, S> {
         self.settle_submission(sql, verdict, forced)
     }
 
+    /// Whether `sql`, submitted in phase 1, would pass: the phase-1 judge alone, on a reset
+    /// copy, with nothing charged, recorded or said, and the episode's state untouched. For
+    /// reading logged episodes (`merit interact missed`: which of an agent's executed queries
+    /// would have passed had it submitted them), never for an agent: it consults the hidden
+    /// ground truth.
+    pub fn would_pass_phase1(&mut self, sql: &str) -> Result<bool, InteractError> {
+        let limits = self.limits(None);
+        let hidden = self.task.hidden();
+        if hidden.phase1.sol_sql.is_empty() {
+            return Err(InteractError::NoGroundTruth {
+                instance_id: self.task.instance_id().to_string(),
+            });
+        }
+        let input = JudgeInput {
+            instance_id: self.task.instance_id(),
+            database: self.task.database(),
+            prediction: sql,
+            truth: &hidden.phase1,
+            category: hidden.phase1.category.unwrap_or(self.task.category()),
+            setup: Vec::new(),
+            limits,
+        };
+        let verdict = judge_submission(&mut self.backend, &self.config.harness, &input)?;
+        Ok(verdict == Verdict::Pass)
+    }
+
     fn judge_against_truth(&mut self, sql: &str) -> Result<Verdict, InteractError> {
         let hidden = self.task.hidden();
         let (truth, category, setup) = match self.phase {

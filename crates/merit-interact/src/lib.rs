@@ -20,6 +20,8 @@
 //! * [`simulator::model`]: the model-driven two-step user simulator with its gold-SQL filter.
 //! * [`agent`]: the ReAct agent ([`ReactAgent`]) and its action reader ([`agent::parse`]).
 //! * [`runlog`]: the append-only episode log and the resumable driver [`run_tasks`].
+//! * [`missed`]: in logged episodes that failed phase 1, the executed queries the judge would
+//!   have passed (answers found and not submitted).
 //! * [`prompts`]: the prompt templates (`merit-interact-prompts-v1`).
 //! * [`gen`]: task generation, SQL first: seed perturbation, model-written requests and
 //!   ambiguity maps (`merit-interact-gen-v2`), verification, resumable output, statistics.
@@ -37,6 +39,7 @@
 pub mod agent;
 pub mod fork;
 pub mod memory;
+pub mod missed;
 pub mod prm;
 pub mod prompts;
 pub mod runlog;

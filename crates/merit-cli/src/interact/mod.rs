@@ -1,13 +1,13 @@
 //! `merit interact`: the interactive system's commands, one module each: task sets
-//! (`tasks`: gen, stats, init-db), runs (`run`), reports (`report`), and the learned parts
-//! (`learn`: PRM, selectors, counterfactual).
+//! (`tasks`: gen, stats, init-db), runs (`run`), reports (`report`: report, summaries, missed),
+//! and the learned parts (`learn`: PRM, selectors, counterfactual).
 
 pub mod learn;
 mod report;
 mod run;
 mod tasks;
 
-pub use report::{InteractReportArgs, InteractSummariesArgs};
+pub use report::{InteractMissedArgs, InteractReportArgs, InteractSummariesArgs};
 pub use run::InteractRunArgs;
 pub use tasks::{InteractGenArgs, InteractInitDbArgs, InteractStatsArgs};
 
@@ -24,6 +24,9 @@ pub enum InteractCommand {
     /// One JSON line per logged episode of a run (task, outcome, actions, injected memory
     /// ids): the compact record committed beside results.
     Summaries(InteractSummariesArgs),
+    /// In the runs' episodes that failed phase 1, the executed queries the phase-1 judge would
+    /// have passed had the agent submitted them (answers found and not submitted).
+    Missed(InteractMissedArgs),
     /// Generate tasks SQL first from Spider gold SQL (resumable; appends to OUT/tasks.jsonl).
     Gen(InteractGenArgs),
     /// Prepare a user's own SQLite database for interact tasks: writes its metafiles (schema
@@ -51,6 +54,7 @@ pub fn run(command: InteractCommand) -> Result<()> {
         InteractCommand::Run(args) => run::run_agent(*args),
         InteractCommand::Report(args) => report::report(args),
         InteractCommand::Summaries(args) => report::summaries(args),
+        InteractCommand::Missed(args) => report::missed(args),
         InteractCommand::Gen(args) => tasks::generate(args),
         InteractCommand::InitDb(args) => tasks::init_db(args),
         InteractCommand::Stats(args) => tasks::stats(args),

@@ -141,3 +141,65 @@ pub(super) fn summaries(args: InteractSummariesArgs) -> Result<()> {
     }
     Ok(())
 }
+
+/// Arguments of `merit interact missed`.
+#[derive(Debug, Args)]
+pub struct InteractMissedArgs {
+    /// Run directories.
+    #[arg(required = true)]
+    runs: Vec<PathBuf>,
+    /// The runs' task file (ground truth included).
+    #[arg(long)]
+    tasks: PathBuf,
+    /// The tasks' database folder.
+    #[arg(long)]
+    db_root: PathBuf,
+    /// Databases missing beside their metafiles come from `<DIR>/<db>/<db>.sqlite`.
+    #[arg(long)]
+    sqlite_dir: Option<PathBuf>,
+    /// Print JSON (every failed episode) instead of a Markdown table.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(super) fn missed(args: InteractMissedArgs) -> Result<()> {
+    use merit_interact::missed::{missed_answers, render_missed};
+    use merit_interact::{sqlite_backend, EnvConfig, ScriptedSimulator, TaskSet};
+    let mut set = TaskSet::load(&args.tasks, &args.db_root)
+        .with_context(|| format!("cannot load the tasks of {}", args.tasks.display()))?;
+    if let Some(dir) = &args.sqlite_dir {
+        set.use_sqlite_dir(dir);
+    }
+    let mut runs = Vec::with_capacity(args.runs.len());
+    for run in &args.runs {
+        let log = run.join(LOG_FILE);
+        let records = read_log(&log)
+            .with_context(|| format!("cannot read the log {}", log.display()))?
+            .records;
+        runs.push(
+            missed_answers(
+                &run.display().to_string(),
+                &set,
+                &records,
+                &EnvConfig::default(),
+                sqlite_backend,
+                |_| ScriptedSimulator::default(),
+            )
+            .with_context(|| format!("cannot judge the queries of {}", run.display()))?,
+        );
+    }
+    for run in runs.iter().filter(|run| run.not_judged > 0) {
+        eprintln!(
+            "warning: {} failed episode(s) of {} are not in the task file {} (or their database is missing); they are counted as not judged",
+            run.not_judged,
+            run.run,
+            args.tasks.display()
+        );
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&runs)?);
+    } else {
+        print!("{}", render_missed(&runs));
+    }
+    Ok(())
+}

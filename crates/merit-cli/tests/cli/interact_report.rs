@@ -269,3 +269,130 @@ fn report_compares_runs_with_a_baseline_and_leaves_logs_alone() {
         "{stderr}"
     );
 }
+
+/// Executes one query on its first turn, then submits another on every later one (`None`:
+/// executes the first query again forever, never submitting).
+struct ExecutesThenSubmits(&'static str, Option<&'static str>);
+
+impl ChatModel for ExecutesThenSubmits {
+    fn id(&self) -> String {
+        "test:executes-then-submits".into()
+    }
+    fn chat(&self, request: &ChatRequest) -> Result<ChatReply, ModelError> {
+        let answered = request
+            .messages
+            .iter()
+            .any(|m| m.role == merit_core::model::Role::Assistant);
+        let action = match (answered, self.1) {
+            (true, Some(submitted)) => format!("submit('{submitted}')"),
+            _ => format!("execute('{}')", self.0),
+        };
+        Ok(ChatReply {
+            text: format!("Thought: next.\nAction: {action}"),
+            prompt_tokens: 10,
+            completion_tokens: 5,
+            latency: std::time::Duration::from_millis(1),
+            cached: false,
+            tool_calls: Vec::new(),
+        })
+    }
+}
+
+#[test]
+fn missed_counts_passing_queries_that_were_never_submitted() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids: Vec<String> = vec!["alien_9801".into(), "alien_9802".into()];
+    let file = dir.path().join("tasks.jsonl");
+    let lines: Vec<String> = ids.iter().map(|id| task(id).to_string()).collect();
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let set = TaskSet::load(&file, &mini_root()).unwrap();
+    let right = "SELECT COUNT(*) FROM observatories WHERE airtempc > 20";
+    let wrong = "SELECT COUNT(*) FROM observatories";
+    let arms = [
+        ("found-then-other", ExecutesThenSubmits(right, Some(wrong))),
+        ("never-found", ExecutesThenSubmits(wrong, Some(wrong))),
+        ("found-never-submitted", ExecutesThenSubmits(right, None)),
+        ("solved", ExecutesThenSubmits(wrong, Some(right))),
+    ];
+    for (name, model) in arms {
+        let log = dir.path().join(name).join("episodes.jsonl");
+        let spec = RunSpec {
+            set: &set,
+            instance_ids: &ids,
+            log: &log,
+            env: EnvConfig::default(),
+            simulator_model: None,
+            episodes_at_once: 1,
+        };
+        let config = AgentConfig {
+            max_turns: 6,
+            ..AgentConfig::default()
+        };
+        let agent = ReactAgent::new(Arc::new(model), config);
+        run_tasks(
+            &spec,
+            &agent,
+            sqlite_backend,
+            |_| ScriptedSimulator::default(),
+            |_| {},
+        )
+        .unwrap();
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_merit"))
+        .args(["interact", "missed", "--json", "--tasks"])
+        .arg(&file)
+        .arg("--db-root")
+        .arg(mini_root())
+        .args(
+            [
+                "found-then-other",
+                "never-found",
+                "found-never-submitted",
+                "solved",
+            ]
+            .map(|name| dir.path().join(name)),
+        )
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let runs: Vec<serde_json::Value> = serde_json::from_slice(&output.stdout).unwrap();
+    let counts = |run: &serde_json::Value| {
+        [
+            "failed",
+            "with_a_passing_query",
+            "submitted_another",
+            "never_submitted",
+        ]
+        .map(|key| run[key].as_u64().unwrap())
+    };
+    assert_eq!(counts(&runs[0]), [2, 2, 2, 0], "{}", runs[0]);
+    assert_eq!(runs[0]["details"][0]["first_passing_turn"], 1);
+    assert_eq!(counts(&runs[1]), [2, 0, 0, 0], "{}", runs[1]);
+    assert_eq!(counts(&runs[2]), [2, 2, 0, 2], "{}", runs[2]);
+    // One distinct query, however often it ran.
+    assert_eq!(runs[2]["details"][0]["queries_judged"], 1);
+    assert_eq!(counts(&runs[3]), [0, 0, 0, 0], "{}", runs[3]);
+
+    // A task file that holds none of a run's tasks is said, not silently counted as zero.
+    let other = dir.path().join("other.jsonl");
+    std::fs::write(&other, task("alien_9899").to_string()).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_merit"))
+        .args(["interact", "missed", "--tasks"])
+        .arg(&other)
+        .arg("--db-root")
+        .arg(mini_root())
+        .arg(dir.path().join("never-found"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(text.contains("| 2 | 0 | 0 | 0 | 0 | 2 |"), "{text}");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("not in the task file"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
