@@ -11,8 +11,41 @@ pub use report::{InteractMissedArgs, InteractReportArgs, InteractSummariesArgs};
 pub use run::InteractRunArgs;
 pub use tasks::{InteractGenArgs, InteractInitDbArgs, InteractStatsArgs};
 
-use anyhow::Result;
-use clap::Subcommand;
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use merit_interact::TaskSet;
+use std::path::{Path, PathBuf};
+
+/// A task file with its databases, as the commands that read logged episodes back take it.
+#[derive(Debug, Args)]
+pub struct TaskSetArgs {
+    /// The runs' task file (ground truth included).
+    #[arg(long)]
+    tasks: PathBuf,
+    /// The tasks' database folder.
+    #[arg(long)]
+    db_root: PathBuf,
+    /// Databases missing beside their metafiles come from `<DIR>/<db>/<db>.sqlite`.
+    #[arg(long)]
+    sqlite_dir: Option<PathBuf>,
+}
+
+impl TaskSetArgs {
+    /// The task set, with `--sqlite-dir` applied.
+    fn load(&self) -> Result<TaskSet> {
+        load_task_set(&self.tasks, &self.db_root, self.sqlite_dir.as_deref())
+    }
+}
+
+/// Loads a task file and its metafiles, taking missing SQLite files from `sqlite_dir`.
+fn load_task_set(tasks: &Path, db_root: &Path, sqlite_dir: Option<&Path>) -> Result<TaskSet> {
+    let mut set = TaskSet::load(tasks, db_root)
+        .with_context(|| format!("cannot load the tasks of {}", tasks.display()))?;
+    if let Some(dir) = sqlite_dir {
+        set.use_sqlite_dir(dir);
+    }
+    Ok(set)
+}
 
 /// The interactive system's commands.
 #[derive(Debug, Subcommand)]

@@ -148,15 +148,8 @@ pub struct InteractMissedArgs {
     /// Run directories.
     #[arg(required = true)]
     runs: Vec<PathBuf>,
-    /// The runs' task file (ground truth included).
-    #[arg(long)]
-    tasks: PathBuf,
-    /// The tasks' database folder.
-    #[arg(long)]
-    db_root: PathBuf,
-    /// Databases missing beside their metafiles come from `<DIR>/<db>/<db>.sqlite`.
-    #[arg(long)]
-    sqlite_dir: Option<PathBuf>,
+    #[command(flatten)]
+    task_set: super::TaskSetArgs,
     /// Print JSON (every failed episode) instead of a Markdown table.
     #[arg(long)]
     json: bool,
@@ -164,12 +157,8 @@ pub struct InteractMissedArgs {
 
 pub(super) fn missed(args: InteractMissedArgs) -> Result<()> {
     use merit_interact::missed::{missed_answers, render_missed};
-    use merit_interact::{sqlite_backend, EnvConfig, ScriptedSimulator, TaskSet};
-    let mut set = TaskSet::load(&args.tasks, &args.db_root)
-        .with_context(|| format!("cannot load the tasks of {}", args.tasks.display()))?;
-    if let Some(dir) = &args.sqlite_dir {
-        set.use_sqlite_dir(dir);
-    }
+    use merit_interact::{sqlite_backend, EnvConfig, ScriptedSimulator};
+    let set = args.task_set.load()?;
     let mut runs = Vec::with_capacity(args.runs.len());
     for run in &args.runs {
         let log = run.join(LOG_FILE);
@@ -193,7 +182,7 @@ pub(super) fn missed(args: InteractMissedArgs) -> Result<()> {
             "warning: {} failed episode(s) of {} are not in the task file {} (or their database is missing); they are counted as not judged",
             run.not_judged,
             run.run,
-            args.tasks.display()
+            args.task_set.tasks.display()
         );
     }
     if args.json {

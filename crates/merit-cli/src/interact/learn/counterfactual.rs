@@ -9,7 +9,7 @@ use merit_interact::fork::FIRST_FORK_TURN;
 use merit_interact::memory::{Level, RetrievalConfig};
 use merit_interact::runlog::read_log;
 use merit_interact::simulator::model::{ModelSimulator, ModelSimulatorConfig};
-use merit_interact::{sqlite_backend, EnvConfig, TaskSet};
+use merit_interact::{sqlite_backend, EnvConfig};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -38,15 +38,8 @@ pub struct CounterfactualArgs {
     /// turn level is first consulted before the second turn.
     #[arg(long, default_value_t = 7, value_parser = first_fork_turn_or_later)]
     turn: usize,
-    /// The run's task file.
-    #[arg(long)]
-    tasks: PathBuf,
-    /// The tasks' database folder.
-    #[arg(long)]
-    db_root: PathBuf,
-    /// Databases missing beside their metafiles come from `<DIR>/<db>/<db>.sqlite`.
-    #[arg(long)]
-    sqlite_dir: Option<PathBuf>,
+    #[command(flatten)]
+    task_set: crate::interact::TaskSetArgs,
     /// The frozen memory the selectors choose from.
     #[arg(long)]
     memory_from: PathBuf,
@@ -80,11 +73,7 @@ pub fn counterfactual(args: CounterfactualArgs) -> Result<()> {
     use merit_interact::runlog::EpisodeRecord;
     let store = store(&args.embed)?;
     let embedder = embedder(&args.embed, &store)?;
-    let mut set = TaskSet::load(&args.tasks, &args.db_root)
-        .with_context(|| format!("cannot load the tasks of {}", args.tasks.display()))?;
-    if let Some(dir) = &args.sqlite_dir {
-        set.use_sqlite_dir(dir);
-    }
+    let set = args.task_set.load()?;
     let records = read_log(&args.run.join("episodes.jsonl"))?.records;
     let memory = open_memory(&args.memory_from, embedder.as_ref())?;
     let model = chat(&args.chat, &store)?;

@@ -9,7 +9,7 @@ use merit_interact::agent::ReactAgent;
 use merit_interact::memory::{Level, RetrievalConfig};
 use merit_interact::runlog::read_log;
 use merit_interact::simulator::model::{ModelSimulator, ModelSimulatorConfig};
-use merit_interact::{sqlite_backend, EnvConfig, TaskSet};
+use merit_interact::{sqlite_backend, EnvConfig};
 use merit_learn::holdout::{prm_utilities, train_turn_selector, HeldOut, PrmRewards};
 use merit_learn::selector::{
     decision_shift, PpoConfig, PpoTrainer, SelectionExample, SelectorConfig, SelectorInputs,
@@ -301,11 +301,7 @@ pub fn train_selector(args: TrainSelectorArgs) -> Result<()> {
             else {
                 bail!("--tasks, --db-root and --memory-from are required at the episode level");
             };
-            let mut set = TaskSet::load(tasks, db_root)
-                .with_context(|| format!("cannot load the tasks of {}", tasks.display()))?;
-            if let Some(dir) = &args.sqlite_dir {
-                set.use_sqlite_dir(dir);
-            }
+            let set = crate::interact::load_task_set(tasks, db_root, args.sqlite_dir.as_deref())?;
             let mut ids: Vec<String> = set
                 .tasks()
                 .iter()
