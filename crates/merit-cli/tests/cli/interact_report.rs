@@ -48,6 +48,11 @@ fn task(id: &str) -> serde_json::Value {
 }
 
 fn run(set: &TaskSet, ids: &[String], dir: &Path, sql: &'static str) {
+    let agent = ReactAgent::new(Arc::new(Submitter(sql)), AgentConfig::default());
+    run_agent(set, ids, dir, &agent);
+}
+
+fn run_agent(set: &TaskSet, ids: &[String], dir: &Path, agent: &ReactAgent) {
     let log = dir.join("episodes.jsonl");
     let spec = RunSpec {
         set,
@@ -57,10 +62,9 @@ fn run(set: &TaskSet, ids: &[String], dir: &Path, sql: &'static str) {
         simulator_model: None,
         episodes_at_once: 1,
     };
-    let agent = ReactAgent::new(Arc::new(Submitter(sql)), AgentConfig::default());
     run_tasks(
         &spec,
-        &agent,
+        agent,
         sqlite_backend,
         |_| ScriptedSimulator::default(),
         |_| {},
@@ -315,28 +319,12 @@ fn missed_counts_passing_queries_that_were_never_submitted() {
         ("solved", ExecutesThenSubmits(wrong, Some(right))),
     ];
     for (name, model) in arms {
-        let log = dir.path().join(name).join("episodes.jsonl");
-        let spec = RunSpec {
-            set: &set,
-            instance_ids: &ids,
-            log: &log,
-            env: EnvConfig::default(),
-            simulator_model: None,
-            episodes_at_once: 1,
-        };
         let config = AgentConfig {
             max_turns: 6,
             ..AgentConfig::default()
         };
         let agent = ReactAgent::new(Arc::new(model), config);
-        run_tasks(
-            &spec,
-            &agent,
-            sqlite_backend,
-            |_| ScriptedSimulator::default(),
-            |_| {},
-        )
-        .unwrap();
+        run_agent(&set, &ids, &dir.path().join(name), &agent);
     }
     let output = Command::new(env!("CARGO_BIN_EXE_merit"))
         .args(["interact", "missed", "--json", "--tasks"])
