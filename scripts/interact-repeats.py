@@ -6,6 +6,11 @@ in the same episode. Prints a Markdown table: run, episodes, steps, repeats and 
 episodes with three or more repeats, phase-1 successes.
 
     python3 scripts/interact-repeats.py runs/interact/eval-none runs/interact/eval-cosine
+
+`merit interact report` gives the same figures in its second table (steps repeating the one
+before, episodes with three or more). This script stays only while
+scripts/interact-hint-calibration.sh, whose pinned binary predates them, still calls it; it
+goes when that calibration has written its report.
 """
 import gzip
 import json

@@ -107,6 +107,11 @@ pub struct InteractSummary {
     pub ends: EndCounts,
     /// Episodes in which the agent submitted at least once.
     pub episodes_with_submit: usize,
+    /// Steps taken, and those whose action equals the step just before it word for word (a
+    /// small greedy agent's loop; memory prompts can feed it).
+    pub repeated_steps: (usize, usize),
+    /// Episodes with three or more such repeats.
+    pub episodes_with_three_repeats: usize,
     /// Turn-level retrievals: all of them, those that injected a memory, memories injected.
     pub turn_retrievals: (usize, usize, usize),
     /// Episode-level retrievals: all of them, those that injected a memory, memories injected.
@@ -219,9 +224,24 @@ fn summarise_one(
                     .any(|step| step.action.name == "submit")
             })
             .count(),
+        repeated_steps: (
+            records.iter().map(|r| r.trajectory.steps.len()).sum(),
+            records.iter().map(repeats_in).sum(),
+        ),
+        episodes_with_three_repeats: records.iter().filter(|r| repeats_in(r) >= 3).count(),
         turn_retrievals: retrievals_at(&records, Level::Turn),
         episode_retrievals: retrievals_at(&records, Level::Episode),
     })
+}
+
+/// Steps of an episode whose action (target, name and arguments) equals the step just before.
+fn repeats_in(record: &EpisodeRecord) -> usize {
+    record
+        .trajectory
+        .steps
+        .windows(2)
+        .filter(|pair| pair[0].action == pair[1].action)
+        .count()
 }
 
 fn end_counts(records: &[EpisodeRecord]) -> EndCounts {
@@ -277,6 +297,15 @@ fn category_success(records: &[EpisodeRecord], category: Category) -> (f64, f64)
         count(|r| r.trajectory.outcome.phase1_passed) / n * 100.0,
         count(|r| r.trajectory.outcome.phase2_passed) / n * 100.0,
     )
+}
+
+/// `part` of `whole` as a percentage with one decimal, or `n/a` of nothing.
+fn percent_or_na(part: usize, whole: usize) -> String {
+    if whole == 0 {
+        "n/a".to_string()
+    } else {
+        format!("{:.1}%", part as f64 * 100.0 / whole as f64)
+    }
 }
 
 /// A category's phase 1 / phase 2 success, or `n/a` when the run has no task of it (a rate of
@@ -442,12 +471,13 @@ pub fn render(summaries: &[InteractSummary]) -> String {
 /// How the agent behaved in each run, as a Markdown table.
 pub fn render_behaviour(summaries: &[InteractSummary]) -> String {
     let mut out = String::from(
-        "| run | solved | budget spent at a submit | refused the forced submit | turn limit | agent call cap | episodes with a submit | turn retrievals with a memory / all (memories shown) | episode retrievals with a memory / all (memories shown) |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| run | solved | budget spent at a submit | refused the forced submit | turn limit | agent call cap | episodes with a submit | steps repeating the one before / all | episodes with ≥ 3 repeats | turn retrievals with a memory / all (memories shown) | episode retrievals with a memory / all (memories shown) |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for s in summaries {
+        let (steps, repeated) = s.repeated_steps;
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} / {} ({}) | {} / {} ({}) |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} / {} ({}) | {} | {} / {} ({}) | {} / {} ({}) |\n",
             s.run,
             s.ends.solved,
             s.ends.budget_exhausted,
@@ -455,6 +485,10 @@ pub fn render_behaviour(summaries: &[InteractSummary]) -> String {
             s.ends.turn_limit,
             s.ends.agent_call_cap,
             s.episodes_with_submit,
+            repeated,
+            steps,
+            percent_or_na(repeated, steps),
+            s.episodes_with_three_repeats,
             s.turn_retrievals.1,
             s.turn_retrievals.0,
             s.turn_retrievals.2,

@@ -147,6 +147,13 @@ fn report_compares_runs_with_a_baseline_and_leaves_logs_alone() {
     // Phase 2 over the one task that has a follow-up, beside the rate over all six.
     assert_eq!(runs[0]["follow_ups"], serde_json::json!([1, 100.0]));
     assert!((runs[0]["phase2_success"].as_f64().unwrap() - 100.0 / 6.0).abs() < 1e-9);
+    // Word-for-word repeats of the step before: the follow-up's submit repeats phase 1's in
+    // both runs; each of the baseline's four failures submits the same wrong query four times
+    // until its budget is gone (three repeats each).
+    assert_eq!(runs[0]["repeated_steps"], serde_json::json!([7, 1]));
+    assert_eq!(runs[0]["episodes_with_three_repeats"], 0);
+    assert_eq!(runs[1]["repeated_steps"], serde_json::json!([19, 13]));
+    assert_eq!(runs[1]["episodes_with_three_repeats"], 4);
     let baseline_success = runs[1]["phase1_success"].as_f64().unwrap();
     assert!((baseline_success - 100.0 / 3.0).abs() < 1e-9);
     let comparisons = report["comparisons"].as_array().unwrap();
