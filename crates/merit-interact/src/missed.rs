@@ -42,7 +42,8 @@ pub struct MissedAnswers {
     pub episodes: usize,
     /// Episodes that failed phase 1 and could be judged.
     pub failed: usize,
-    /// Failed episodes whose task (or database) is not in the task set: not judged.
+    /// Failed episodes whose task is not in the task set, or whose database is not there or
+    /// cannot be opened: not judged.
     pub not_judged: usize,
     /// Failed episodes with at least one passing executed query.
     pub with_a_passing_query: usize,
@@ -114,15 +115,27 @@ where
             summary.not_judged += 1;
             continue;
         };
+        // A database that cannot be opened here leaves its episodes unjudged, as a run skips
+        // them; any other failure is an error.
+        let opened = make_backend(meta).and_then(|backend| {
+            Environment::new(
+                task,
+                Arc::clone(meta),
+                backend,
+                make_simulator(task),
+                env.clone(),
+            )
+        });
+        let mut environment = match opened {
+            Ok(environment) => environment,
+            Err(InteractError::DatabaseUnavailable { .. }) => {
+                summary.not_judged += 1;
+                continue;
+            }
+            Err(error) => return Err(error),
+        };
         summary.failed += 1;
         let queries = phase1_queries(record);
-        let mut environment = Environment::new(
-            task,
-            Arc::clone(meta),
-            make_backend(meta)?,
-            make_simulator(task),
-            env.clone(),
-        )?;
         let mut first_passing_turn = None;
         for (turn, sql) in &queries {
             if environment.would_pass_phase1(sql)? {
