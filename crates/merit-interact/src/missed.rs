@@ -171,7 +171,7 @@ where
 /// One Markdown row per run.
 pub fn render_missed(runs: &[MissedAnswers]) -> String {
     let mut table = String::from(
-        "| run | episodes | failed phase 1 (judged) | ran a query that would have passed | then submitted another | never submitted after it | not judged (task not in the set) |\n|---|---:|---:|---:|---:|---:|---:|\n",
+        "| run | episodes | failed phase 1 (judged) | ran a query that would have passed | then submitted another | never submitted after it | not judged (task or database missing) |\n|---|---:|---:|---:|---:|---:|---:|\n",
     );
     for run in runs {
         table.push_str(&format!(
