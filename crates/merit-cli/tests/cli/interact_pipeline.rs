@@ -1019,8 +1019,18 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
         );
     }
     // The evaluation run used memory at the turn level: "with a memory / all (shown)" has
-    // retrievals that injected one, and at least as many memories as such retrievals.
-    let counts: Vec<usize> = behaviour[1][8]
+    // retrievals that injected one, and at least as many memories as such retrievals. The
+    // column is found by its header, so that columns added before it do not move the test.
+    let turn_column = text
+        .lines()
+        .find(|l| l.contains("refused the forced submit"))
+        .and_then(|header| {
+            header
+                .split('|')
+                .position(|cell| cell.trim().starts_with("turn retrievals with a memory"))
+        })
+        .expect("the behaviour table names its turn-retrieval column");
+    let counts: Vec<usize> = behaviour[1][turn_column]
         .split(|c: char| !c.is_ascii_digit())
         .filter(|part| !part.is_empty())
         .map(|part| part.parse().unwrap())
