@@ -127,14 +127,14 @@ fn judging_a_query_for_analysis_leaves_the_episode_as_it_was() {
     let (_dir, set) = one_task(query_task("alien_901", CLEAR_COUNT, None));
     let mut env = environment(&set, "alien_901", silent(), EnvConfig::default());
     env.step(ActionCall::execute("SELECT 1")).unwrap();
-    let before = (env.budget().clone(), env.phase(), env.outcome());
+    let before = (*env.budget(), env.phase(), env.outcome());
     assert!(env.would_pass_phase1(CLEAR_COUNT).unwrap());
     assert!(!env
         .would_pass_phase1("SELECT COUNT(*) FROM observatories")
         .unwrap());
     assert!(!env.would_pass_phase1("SELEC nonsense").unwrap());
     // Nothing charged, no turn, no verdict: the episode goes on as if nothing was judged.
-    assert_eq!((env.budget().clone(), env.phase(), env.outcome()), before);
+    assert_eq!((*env.budget(), env.phase(), env.outcome()), before);
     assert!(!env.is_done());
     let submitted = env.step(ActionCall::submit(CLEAR_COUNT)).unwrap();
     assert!(submitted.observation.contains("phase 1 is solved"));
