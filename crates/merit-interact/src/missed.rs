@@ -107,11 +107,10 @@ where
         if record.trajectory.outcome.phase1_passed {
             continue;
         }
-        let (Some(task), Some(meta)) = (
-            set.get(&record.instance_id),
-            set.get(&record.instance_id)
-                .and_then(|task| set.database(task.database())),
-        ) else {
+        let found = set
+            .get(&record.instance_id)
+            .and_then(|task| Some((task, set.database(task.database())?)));
+        let Some((task, meta)) = found else {
             summary.not_judged += 1;
             continue;
         };
