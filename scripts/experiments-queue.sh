@@ -6,8 +6,8 @@
 #   setsid nohup scripts/experiments-queue.sh >> runs/queue.log 2>&1 &
 #
 # Steps (STEPS; the default order is calibration-memory calibration-dense repair
-# interact-memory interact-hints interact-adopted live fuzz repair-posthoc calibration-aliases
-# interact-rest-adopted, what each is below; a finished step is passed over in minutes):
+# interact-memory interact-hints interact-once interact-adopted live fuzz repair-posthoc
+# calibration-aliases interact-rest-adopted, what each is below; a finished step is passed over in minutes):
 #   calibration-memory  scripts/repair-calibration.sh on a 150-question Spider *train* slice,
 #                  MERIT with the paper's precedent view against `--precedents change` (issue 16:
 #                  the interim dev result showed the 1.5B repairer copying precedent queries);
@@ -53,13 +53,22 @@
 #                  docs/results/interact/v2 (the old hint's files stay where they are). Its
 #                  no-memory arm and training stream replay the calibration's and the main
 #                  experiment's model calls from the reply cache, so they cost minutes
-#   interact-adopted the hint calibration's rule applied: interact-v2 when
-#                  the new hint's training stream solved at least the old one's 9 of 60, else
-#                  interact-main; stops without running either while the calibration's stream
-#                  is unfinished
-#   interact-rest-v2 (not in the default) interact-v2's script to its end (interact-rest's
-#                  arms with the new hint, in runs/interact-v2)
-#   interact-rest-adopted the same rule: interact-rest-v2 or interact-rest
+#   interact-once  (2026-12-05) scripts/interact-once-calibration.sh: the training stream with
+#                  the new hint and `--turn-memories-once` (each turn memory shown at most once
+#                  per episode), against the same stream without it; runs/interact-once pins
+#                  its own binary
+#   interact-v3    (not in the default) interact-v2 with MEMORY_OPTS=--turn-memories-once, for
+#                  when that calibration adopts it: runs/interact-v3, pinned to the
+#                  calibration's commit (its training stream replays the calibration's from the
+#                  reply cache), results to docs/results/interact/v3
+#   interact-adopted both calibrations' rules applied: interact-main when the new hint's
+#                  training stream solved fewer than the old one's 9 of 60; else interact-v3
+#                  when the stream with `--turn-memories-once` solved at least as many as the
+#                  new hint's stream without it, else interact-v2; stops without running any
+#                  while a calibration stream it needs is unfinished
+#   interact-rest-v2, interact-rest-v3 (not in the default) that experiment's script to its
+#                  end (interact-rest's arms in its run folder)
+#   interact-rest-adopted the same rules: interact-rest-v3, interact-rest-v2 or interact-rest
 #   interact       (not in the default) the whole interact script at once
 # The order is the issues' order of importance for what each issue asks (the two calibrations
 # and the dev run for issue 16, then issues 18, 20 and 22); the steps that only extend a
@@ -68,7 +77,8 @@
 #
 # Each model step runs a binary pinned in its own run folder when the step first starts
 # (scripts/pin-binary.sh: runs/repair-dev, runs/repair-calibration-memory,
-# runs/repair-calibration-dense, runs/repair-calibration-aliases, runs/interact, runs/interact-hints, runs/interact-v2, runs/pins/live-dev), for the reason the
+# runs/repair-calibration-dense, runs/repair-calibration-aliases, runs/interact, runs/interact-hints, runs/interact-once, runs/interact-v2, runs/interact-v3,
+# runs/pins/live-dev), for the reason the
 # dev run gives: target/release may be rebuilt and machines replaced while a step lasts, and a
 # resumed step must run the code it started with (the folder's source-commit names it, so
 # another machine builds the same code). A step not yet started takes main as it is then.
@@ -83,7 +93,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-STEPS=${STEPS:-calibration-memory calibration-dense repair interact-memory interact-hints interact-adopted live fuzz repair-posthoc calibration-aliases interact-rest-adopted}
+STEPS=${STEPS:-calibration-memory calibration-dense repair interact-memory interact-hints interact-once interact-adopted live fuzz repair-posthoc calibration-aliases interact-rest-adopted}
 FUZZ_SECONDS=${FUZZ_SECONDS:-1800}
 FUZZ_LOG=${FUZZ_LOG:-docs/results/fuzz/runs.tsv}
 # Every target of the fuzz project unless named (listed when the fuzz step starts, so a
@@ -123,18 +133,40 @@ pinned() {
   fi
 }
 
-# The hint calibration's rule (scripts/interact-hint-calibration.sh), fixed before it ran:
-# interact-v2 when the new hint's training stream solved at least the old one's 9 of 60, else
-# interact-main. Fails while that stream is unfinished.
-adopted_experiment() {
-  local stream=runs/interact-hints/train-cosine/episodes.jsonl solved
+# Phase-1 passes in a finished 60-task stream; fails (saying so) while it is unfinished.
+stream_solved() { # stream_solved RUN_DIR
+  local stream=$1/episodes.jsonl
   if [ ! -f "$stream" ] || [ "$(wc -l < "$stream")" -lt 60 ]; then
-    echo "queue: the hint calibration's stream is unfinished; the adopted experiment waits" >&2
+    echo "queue: $1 is unfinished; the adopted experiment waits" >&2
     return 1
   fi
-  solved=$(python3 -c 'import json, sys; print(sum(json.loads(l)["trajectory"]["outcome"]["phase1_passed"] for l in open(sys.argv[1]) if l.strip()))' "$stream")
-  echo "queue: the new hint's training stream solved $solved of 60 (the old one's: 9)" >&2
-  if [ "$solved" -ge 9 ]; then echo interact-v2; else echo interact-main; fi
+  python3 -c 'import json, sys; print(sum(json.loads(l)["trajectory"]["outcome"]["phase1_passed"] for l in open(sys.argv[1]) if l.strip()))' "$stream"
+}
+# The calibrations' rules (scripts/interact-hint-calibration.sh,
+# scripts/interact-once-calibration.sh), fixed before they ran: interact-main when the new
+# hint's training stream solved fewer than the old one's 9 of 60; else interact-v3 when the
+# stream with `--turn-memories-once` solved at least as many as the new hint's without it,
+# else interact-v2. Fails while a stream it needs is unfinished.
+adopted_experiment() {
+  local hint once
+  hint=$(stream_solved runs/interact-hints/train-cosine) || return 1
+  echo "queue: the new hint's training stream solved $hint of 60 (the old one's: 9)" >&2
+  if [ "$hint" -lt 9 ]; then echo interact-main; return; fi
+  once=$(stream_solved runs/interact-once/train-cosine) || return 1
+  echo "queue: with --turn-memories-once it solved $once of 60 (without: $hint)" >&2
+  if [ "$once" -ge "$hint" ]; then echo interact-v3; else echo interact-v2; fi
+}
+# The experiment script in run folder runs/NAME, pinned to the commit of the calibration
+# folder it continues (its source-commit copied on first start), with MEMORY_OPTS.
+continued_experiment() { # continued_experiment NAME CALIBRATION_DIR STOP_AFTER MEMORY_OPTS
+  local name=$1 calibration=$2 stop_after=$3 memory_opts=$4 merit
+  if [ ! -f "runs/$name/source-commit" ]; then
+    mkdir -p "runs/$name"
+    cp "$calibration/source-commit" "runs/$name/source-commit"
+  fi
+  merit=$(pinned "runs/$name") || return 1
+  RUNS=runs/$name RESULTS=docs/results/interact/${name#interact-} STOP_AFTER=$stop_after \
+    MEMORY_OPTS=$memory_opts MERIT=$merit scripts/interact-experiments.sh
 }
 # One step; a step that fails is logged and the queue goes on with the next one (the steps do
 # not depend on each other), so that one failure in a session's absence does not leave the
@@ -174,30 +206,33 @@ run_step() {
     interact-hints)
       merit=$(pinned runs/interact-hints) || return 1
       MERIT=$merit scripts/interact-hint-calibration.sh ;;
-    interact-v2)
-      if [ ! -f runs/interact-v2/source-commit ]; then
-        mkdir -p runs/interact-v2
-        cp runs/interact-hints/source-commit runs/interact-v2/source-commit
-      fi
-      merit=$(pinned runs/interact-v2) || return 1
-      RUNS=runs/interact-v2 RESULTS=docs/results/interact/v2 STOP_AFTER=passk MERIT=$merit \
-        scripts/interact-experiments.sh ;;
+    interact-once)
+      merit=$(pinned runs/interact-once) || return 1
+      MERIT=$merit scripts/interact-once-calibration.sh ;;
+    interact-v2) continued_experiment interact-v2 runs/interact-hints passk "" ;;
+    interact-v3) continued_experiment interact-v3 runs/interact-once passk --turn-memories-once ;;
     interact-adopted)
       local chosen
       chosen=$(adopted_experiment) || return 1
       run_step "$chosen" ;;
-    interact-rest-v2)
-      if [ ! -f runs/interact-v2/source-commit ]; then
-        echo "queue: runs/interact-v2 was never started; interact-rest-v2 waits for interact-v2" >&2
+    interact-rest-v2 | interact-rest-v3)
+      local name=interact-${step#interact-rest-}
+      if [ ! -f "runs/$name/source-commit" ]; then
+        echo "queue: runs/$name was never started; $step waits for $name" >&2
         return 1
       fi
-      merit=$(pinned runs/interact-v2) || return 1
-      RUNS=runs/interact-v2 RESULTS=docs/results/interact/v2 MERIT=$merit \
-        scripts/interact-experiments.sh ;;
+      if [ "$name" = interact-v3 ]; then
+        continued_experiment "$name" runs/interact-once all --turn-memories-once
+      else
+        continued_experiment "$name" runs/interact-hints all ""
+      fi ;;
     interact-rest-adopted)
       local chosen
       chosen=$(adopted_experiment) || return 1
-      if [ "$chosen" = interact-v2 ]; then run_step interact-rest-v2; else run_step interact-rest; fi ;;
+      case $chosen in
+        interact-main) run_step interact-rest ;;
+        *) run_step "interact-rest-${chosen#interact-}" ;;
+      esac ;;
     interact | interact-rest)
       merit=$(pinned runs/interact) || return 1
       MERIT=$merit scripts/interact-experiments.sh ;;

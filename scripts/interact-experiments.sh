@@ -21,6 +21,9 @@ AGENT_MODEL=${AGENT_MODEL:-qwen2.5-coder-1.5b-instruct}
 # The agent options for small models (both documented deviations, recorded in every run's
 # settings.json): fold word-for-word repeats into a note, show the schema with the opening.
 AGENT_OPTS=${AGENT_OPTS:---fold-repeats --schema-in-opening}
+# Options of every run with memory (and of the episode selector's training rollouts), e.g.
+# `--turn-memories-once` (scripts/interact-once-calibration.sh); recorded in settings.json.
+MEMORY_OPTS=${MEMORY_OPTS:-}
 # Tasks of each split actually run (the first N of the task file); empty: all of them.
 TRAIN_LIMIT=${TRAIN_LIMIT:-}
 EVAL_LIMIT=${EVAL_LIMIT:-}
@@ -160,6 +163,8 @@ train_only=(); [ -n "$TRAIN_LIMIT" ] && train_only=(--limit "$TRAIN_LIMIT")
 eval_only=(); [ -n "$EVAL_LIMIT" ] && eval_only=(--limit "$EVAL_LIMIT")
 fork_only=(); [ -n "$FORK_LIMIT" ] && fork_only=(--limit "$FORK_LIMIT")
 pass_k_only=(--every "$PASS_K_EVERY" "${eval_only[@]}"); [ -n "$PASS_K_LIMIT" ] && pass_k_only=(--every "$PASS_K_EVERY" --limit "$PASS_K_LIMIT")
+# shellcheck disable=SC2206 # MEMORY_OPTS is a list of flags on purpose
+memory_opts=($MEMORY_OPTS)
 
 # 2. The no-memory baseline on the evaluation split (issue 6).
 step "baseline"
@@ -173,9 +178,10 @@ record "$RESULTS/${BASELINE_NAME:-baseline}.md" "$MERIT" interact report "$RUNS/
 
 # 3. Memory: built online on the training split, then evaluated from it (frozen).
 step "memory runs"
-run "$MERIT" interact run "${train_set[@]}" "${train_only[@]}" --out "$RUNS/train-cosine" --memory cosine > /dev/null
+run "$MERIT" interact run "${train_set[@]}" "${train_only[@]}" --out "$RUNS/train-cosine" --memory cosine \
+  "${memory_opts[@]}" > /dev/null
 keep_evidence "$RUNS/train-cosine"
-from=(--memory-from "$RUNS/train-cosine/memory" --frozen-memory)
+from=(--memory-from "$RUNS/train-cosine/memory" --frozen-memory "${memory_opts[@]}")
 run "$MERIT" interact run "${eval_set[@]}" "${eval_only[@]}" --out "$RUNS/eval-cosine" --memory cosine "${from[@]}" > /dev/null
 keep_evidence "$RUNS/eval-cosine"
 [ "$STOP_AFTER" = memory ] && exit 0
@@ -200,7 +206,7 @@ fi
 [ -f "$RUNS/selectors/episode-decisions.json" ] || record "$RESULTS/episode-selector.md" \
   "$MERIT" interact train-selector --level episode "${train_set[@]}" "${train_only[@]}" \
   --memory-from "$RUNS/train-cosine/memory" --with-turn-selector "$RUNS/selectors/turn.safetensors" \
-  --out "$RUNS/selectors" --updates "$EPISODE_UPDATES" --batch "$EPISODE_BATCH"
+  "${memory_opts[@]}" --out "$RUNS/selectors" --updates "$EPISODE_UPDATES" --batch "$EPISODE_BATCH"
 cp "$RUNS/selectors/"*-curve.svg "$RUNS/selectors/"*-curve.jsonl "$RUNS/selectors/"*-decisions.json "$RESULTS/"
 learned=(--memory learned --episode-selector "$RUNS/selectors/episode.safetensors"
   --turn-selector "$RUNS/selectors/turn.safetensors")
@@ -227,8 +233,9 @@ eval_arm() { # eval_arm NAME: one evaluation run of the arm, added to the final 
     inject[2-5]) args=("${learned[@]}" --inject "${arm#inject}" "${from[@]}") ;;
     all)
       run "$MERIT" interact run "${train_set[@]}" "${train_only[@]}" --out "$RUNS/train-cosine-all" \
-        --memory cosine --retention all > /dev/null
-      args=("${learned[@]}" --memory-from "$RUNS/train-cosine-all/memory" --frozen-memory --retention all) ;;
+        --memory cosine --retention all "${memory_opts[@]}" > /dev/null
+      args=("${learned[@]}" --memory-from "$RUNS/train-cosine-all/memory" --frozen-memory --retention all
+        "${memory_opts[@]}") ;;
     *) echo "unknown arm $arm" >&2; exit 2 ;;
   esac
   run "$MERIT" interact run "${eval_set[@]}" "${eval_only[@]}" --out "$RUNS/eval-$arm" "${args[@]}" > /dev/null

@@ -282,6 +282,9 @@ where
                     turn_level: true,
                     episode_retrieval: spec.retrieval,
                     turn_retrieval: spec.retrieval,
+                    // The fork compares the selectors' choice at one turn (the first after the
+                    // prefix, where nothing has been shown yet); what follows is not scored.
+                    turn_memories_once: false,
                 },
                 position,
             );

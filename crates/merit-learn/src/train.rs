@@ -132,6 +132,9 @@ pub struct EpisodeTraining<'a> {
     pub turn_selector: Option<&'a dyn Selector>,
     /// Stage sizes.
     pub retrieval: RetrievalConfig,
+    /// Each turn memory shown at most once per episode (`AdvisorConfig::turn_memories_once`),
+    /// as in the runs the selector will serve.
+    pub turn_memories_once: bool,
     /// Environment settings.
     pub env: EnvConfig,
     /// PPO updates to run.
@@ -180,6 +183,7 @@ where
         turn_level: spec.turn_selector.is_some(),
         episode_retrieval: spec.retrieval,
         turn_retrieval: spec.retrieval,
+        turn_memories_once: spec.turn_memories_once,
     };
     let turn_selector: &dyn Selector = spec.turn_selector.unwrap_or(&Nothing);
     let mut next = 0usize;

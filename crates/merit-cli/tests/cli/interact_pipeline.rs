@@ -248,6 +248,79 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
         6
     );
 
+    // Each turn memory at most once per episode: recorded in the settings only when on (the
+    // run above, made without it, keeps the settings it always had), and a continuation
+    // without it is refused.
+    assert!(
+        !std::fs::read_to_string(dir.path().join("train/settings.json"))
+            .unwrap()
+            .contains("turn_memories_once")
+    );
+    let once = path("once");
+    let once_args = |extra: &[&str]| -> Vec<String> {
+        let mut args: Vec<String> = [
+            "interact",
+            "run",
+            "--tasks",
+            tasks_arg,
+            "--db-root",
+            root,
+            "--out",
+            &once,
+            "--memory",
+            "cosine",
+            "--memory-from",
+            &format!("{train}/memory"),
+            "--frozen-memory",
+            "--limit",
+            "2",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args
+    };
+    let with_flag = once_args(&["--turn-memories-once"]);
+    merit(
+        &with_flag.iter().map(String::as_str).collect::<Vec<_>>(),
+        &server,
+        &cache,
+        true,
+    );
+    let settings: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("once/settings.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(settings["memory"]["turn_memories_once"], true);
+    for episode in lines(&dir.path().join("once/episodes.jsonl")) {
+        let mut shown: Vec<u64> = episode["injections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["level"] == "turn")
+            .flat_map(|i| i["chosen"].as_array().unwrap().iter())
+            .map(|id| id.as_u64().unwrap())
+            .collect();
+        let count = shown.len();
+        shown.sort_unstable();
+        shown.dedup();
+        assert_eq!(shown.len(), count, "{episode}");
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_merit"))
+        .args(once_args(&[]))
+        .args(["--llm-url", &server, "--llm-model", "stand-in"])
+        .args(["--embed-url", &server, "--embed-model", "words", "--cache"])
+        .arg(&cache)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("other settings"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
     // A separate simulator model: recorded in every episode and in the run's settings, so a
     // continuation with another simulator is refused.
     let separate = path("separate-simulator");

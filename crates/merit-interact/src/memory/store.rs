@@ -158,6 +158,7 @@ impl<R: MemoryRecord> Bank<R> {
             position,
             instance_id,
             cutoff,
+            excluded: &[],
         }
     }
 
@@ -227,9 +228,20 @@ pub struct BankView<'b, R> {
     position: StreamPos,
     instance_id: &'b str,
     cutoff: usize,
+    /// Ids hidden from this view besides the current instance's (see [`BankView::excluding`]).
+    excluded: &'b [u64],
 }
 
 impl<'b, R: MemoryRecord> BankView<'b, R> {
+    /// The same view without the entries whose ids are in `ids` (the turn memories an
+    /// episode has already been shown, with `AdvisorConfig::turn_memories_once`).
+    pub fn excluding(self, ids: &'b [u64]) -> BankView<'b, R> {
+        BankView {
+            excluded: ids,
+            ..self
+        }
+    }
+
     /// The view's stream position.
     pub fn position(&self) -> StreamPos {
         self.position
@@ -247,7 +259,10 @@ impl<'b, R: MemoryRecord> BankView<'b, R> {
 
     /// Indices (into the bank) of the visible entries, in commit order.
     pub fn visible(&self) -> impl Iterator<Item = usize> + '_ {
-        (0..self.cutoff).filter(|&i| self.bank.entries[i].instance_id() != self.instance_id)
+        (0..self.cutoff).filter(|&i| {
+            let entry = &self.bank.entries[i];
+            entry.instance_id() != self.instance_id && !self.excluded.contains(&entry.id())
+        })
     }
 
     /// The visible entries, in commit order.

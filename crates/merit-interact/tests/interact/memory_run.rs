@@ -97,6 +97,32 @@ fn run_at_once(
     episodes_at_once: usize,
     selector: &dyn Selector,
 ) -> Result<RunSummary, RunError> {
+    let advisor = AdvisorConfig::default();
+    run_with_advisor(
+        set,
+        ids,
+        dir,
+        base,
+        write,
+        model,
+        episodes_at_once,
+        selector,
+        advisor,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_with_advisor(
+    set: &TaskSet,
+    ids: &[String],
+    dir: &Path,
+    base: Option<&Path>,
+    write: bool,
+    model: Arc<ScriptedModel>,
+    episodes_at_once: usize,
+    selector: &dyn Selector,
+    advisor: AdvisorConfig,
+) -> Result<RunSummary, RunError> {
     let log = dir.join("episodes.jsonl");
     let spec = RunSpec {
         set,
@@ -112,7 +138,7 @@ fn run_at_once(
         dir: dir.join("memory"),
         base: base.map(Path::to_path_buf),
         config: MemoryConfig::default(),
-        advisor: AdvisorConfig::default(),
+        advisor,
         embedder: &WordEmbedder,
         episode_selector: selector,
         turn_selector: selector,
@@ -127,6 +153,73 @@ fn run_at_once(
         |_| ScriptedSimulator::default(),
         |_| {},
     )
+}
+
+/// Reads the schema on its first three turns and submits the solution on the fourth: three
+/// intermediate turns in nearly the same state, where a retriever keeps finding the same
+/// memory.
+fn looping_model() -> Arc<ScriptedModel> {
+    ScriptedModel::new("looper", |request, _| {
+        Ok(if request.prompt_version.contains("insight") {
+            INSIGHT
+        } else if request.messages.len() <= 6 {
+            LOOK
+        } else {
+            SOLVE
+        }
+        .to_string())
+    })
+}
+
+/// The turn memories chosen for the third episode, turn by turn.
+fn turn_choices_in_the_third_episode(turn_memories_once: bool) -> Vec<Vec<u64>> {
+    let (dir, set, ids) = tasks();
+    let advisor = AdvisorConfig {
+        turn_memories_once,
+        ..AdvisorConfig::default()
+    };
+    let cosine = CosineSelector::default();
+    let model = looping_model();
+    run_with_advisor(
+        &set,
+        &ids,
+        dir.path(),
+        None,
+        true,
+        model,
+        1,
+        &cosine,
+        advisor,
+    )
+    .expect("the run finishes");
+    let log = read_log(&dir.path().join("episodes.jsonl")).unwrap();
+    log.records[2]
+        .injections
+        .iter()
+        .filter(|i| i.level == Level::Turn)
+        .map(|i| i.chosen.clone())
+        .collect()
+}
+
+#[test]
+fn turn_memories_once_shows_each_turn_memory_at_most_once_per_episode() {
+    // Without the option the nearly unchanged state finds the same memory again.
+    let plain = turn_choices_in_the_third_episode(false);
+    assert_eq!(plain.len(), 3, "turns 2 to 4: {plain:?}");
+    let mut seen = plain.concat();
+    seen.sort_unstable();
+    seen.dedup();
+    assert!(seen.len() < 3, "{plain:?}");
+    // With it every retrieval picks among the memories not shown yet in this episode.
+    let once = turn_choices_in_the_third_episode(true);
+    assert_eq!(once.len(), 3, "{once:?}");
+    assert!(once.iter().all(|chosen| chosen.len() == 1), "{once:?}");
+    let mut all = once.concat();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), 3, "three different memories: {once:?}");
+    // The first retrieval is the plain one's: nothing has been shown yet.
+    assert_eq!(once[0], plain[0]);
 }
 
 fn file(dir: &Path, name: &str) -> String {

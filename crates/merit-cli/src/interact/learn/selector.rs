@@ -66,6 +66,10 @@ pub struct TrainSelectorArgs {
     /// episodes have episode memory only.
     #[arg(long)]
     with_turn_selector: Option<PathBuf>,
+    /// Episode level, with `--with-turn-selector`: each turn memory shown at most once per
+    /// training episode, as `merit interact run --turn-memories-once` shows them.
+    #[arg(long, requires = "with_turn_selector")]
+    turn_memories_once: bool,
     /// Episode level: use the first N tasks only.
     #[arg(long)]
     limit: Option<usize>,
@@ -336,6 +340,7 @@ pub fn train_selector(args: TrainSelectorArgs) -> Result<()> {
                 embedder: embedder.as_ref(),
                 turn_selector: turn_selector.as_deref(),
                 retrieval,
+                turn_memories_once: args.turn_memories_once,
                 env: EnvConfig::default(),
                 updates: args.updates,
                 batch: args.batch,

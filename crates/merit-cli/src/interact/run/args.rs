@@ -177,6 +177,12 @@ pub(super) struct MemoryArgs {
     /// Candidates kept by the embedding stage (the paper's 10).
     #[arg(long, default_value_t = 10, requires = "memory")]
     pub(super) candidates: usize,
+    /// Show each turn memory at most once per episode (the turn level retrieves among the
+    /// memories not shown yet); without it the same memory may come back every turn.
+    // Left out of settings.json when off, so run directories made before it still continue.
+    #[arg(long, requires = "memory")]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(super) turn_memories_once: bool,
     /// Which memories are written: `successful-episodes` (the paper's), `positive-steps`
     /// (also the helpful steps of failed episodes) or `all` (everything, with its polarity).
     #[arg(

@@ -248,6 +248,7 @@ pub(super) fn run_agent(args: InteractRunArgs) -> Result<()> {
                     turn_level: !memory_args.no_turn_memory,
                     episode_retrieval: retrieval,
                     turn_retrieval: retrieval,
+                    turn_memories_once: memory_args.turn_memories_once,
                 },
                 embedder: embedder.as_ref(),
                 episode_selector: episode_selector.as_ref(),

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Calibration of `--turn-memories-once` on the interact *training* split (2026-12-05).
+#
+# Reading issue 18's memory streams: 84% of the cosine arm's turn retrievals on the evaluation
+# split (85% and 84% of the two training streams) injected a memory the episode had already
+# been shown, and after such a retrieval the agent repeated its last step word for word 80-85%
+# of the time, against 42-55% after a memory it had not seen (`merit interact report`'s
+# behaviour table counts the repeats; the retrievals are in each episode's `injections`). The
+# state hardly changes between turns of a stuck episode, so the same memory comes back and
+# nudges the same step. `--turn-memories-once` (crates/merit-interact:
+# `memory::AdvisorConfig::turn_memories_once`) retrieves each turn among the memories not yet
+# shown in the episode. It changes nothing without memory, so the no-memory arms stand.
+#
+# Measured here on training tasks only, before any evaluation arm uses it:
+#   train-cosine  the training stream with cosine memory written online, as in the main
+#                 experiment (the adopted turn hint, interact-v2), with the option
+# paired with the same stream without it (runs/interact-hints/train-cosine, 10 of 60) and the
+# training tasks without memory (runs/interact-hints/train-none). Decided before it runs: the
+# evaluation arms take the option (a training stream rerun with it, the PRM and the selectors
+# built on that stream; scripts/experiments-queue.sh, `interact-v3`) unless its training
+# stream solves fewer tasks in phase 1 than the stream without it (10 of 60). Resumable (runs
+# skip logged episodes); about two and a half hours of the two cores.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SPIDER=${SPIDER:-../shared/data/spider}
+RUNS=${RUNS:-runs/interact-once}
+RESULTS=${RESULTS:-docs/results/interact/once-calibration}
+BEFORE=${BEFORE:-runs/interact-hints}
+MERIT=${MERIT:-$(scripts/pin-binary.sh "$RUNS")}
+mkdir -p "$RUNS" "$RESULTS"
+run() { echo "+ $*" >&2; "$@"; }
+
+# The main experiment's agent settings (scripts/interact-experiments.sh), unchanged.
+train_set=(--tasks data/interact-train/tasks.jsonl --db-root data/interact-train
+  --sqlite-dir "$SPIDER/database" --max-turns 20 --observation-chars 2000 --max-tokens 320
+  --model qwen2.5-coder-1.5b-instruct --fold-repeats --schema-in-opening)
+
+out="$RUNS/train-cosine"
+run "$MERIT" interact run "${train_set[@]}" --out "$out" --memory cosine --turn-memories-once \
+  > /dev/null
+mkdir -p "$RESULTS/train-cosine"
+gzip -9n < "$out/episodes.jsonl" > "$RESULTS/train-cosine/episodes.jsonl.gz"
+cp "$out/settings.json" "$RESULTS/train-cosine/"
+"$MERIT" interact summaries "$out" --out "$RESULTS/train-cosine/summaries.jsonl"
+
+report=("$MERIT" interact report --baseline "$BEFORE/train-none" "$BEFORE/train-none"
+  "$BEFORE/train-cosine" "$out")
+missed=("$MERIT" interact missed "$BEFORE/train-none" "$BEFORE/train-cosine" "$out"
+  --tasks data/interact-train/tasks.jsonl --db-root data/interact-train
+  --sqlite-dir "$SPIDER/database")
+shown() { # shown COMMAND...: the command as a reader would type it, then its output
+  local line="$*"
+  echo '```bash'; echo "merit${line#"$MERIT"}"; echo '```'; echo; "$@"; echo
+}
+{ shown "${report[@]}"; shown "${missed[@]}"; } > "$RESULTS/report.md.tmp"
+mv "$RESULTS/report.md.tmp" "$RESULTS/report.md"
