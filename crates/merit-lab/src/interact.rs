@@ -6,7 +6,7 @@
 use crate::stats::BootstrapError;
 use merit_interact::memory::Level;
 use merit_interact::runlog::{read_log, EpisodeRecord, LogError};
-use merit_interact::{Category, EndReason};
+use merit_interact::{Category, EndReason, InjectionRecord};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -116,6 +116,9 @@ pub struct InteractSummary {
     pub turn_retrievals: (usize, usize, usize),
     /// Episode-level retrievals: all of them, those that injected a memory, memories injected.
     pub episode_retrievals: (usize, usize, usize),
+    /// Turn memories injected, and those the same episode had been shown at an earlier turn
+    /// (`--turn-memories-once` makes the second 0).
+    pub turn_memories_shown_again: (usize, usize),
 }
 
 /// Episodes by how they ended (the environment's end reasons; `agent_call_cap` is an episode
@@ -231,7 +234,32 @@ fn summarise_one(
         episodes_with_three_repeats: records.iter().filter(|r| repeats_in(r) >= 3).count(),
         turn_retrievals: retrievals_at(&records, Level::Turn),
         episode_retrievals: retrievals_at(&records, Level::Episode),
+        turn_memories_shown_again: turn_memories_shown_again(
+            records.iter().map(|r| r.injections.as_slice()),
+        ),
     })
+}
+
+/// Turn memories injected, and those shown again within their episode (one slice of
+/// retrievals per episode).
+fn turn_memories_shown_again<'r>(
+    episodes: impl Iterator<Item = &'r [InjectionRecord]>,
+) -> (usize, usize) {
+    let (mut shown, mut again) = (0usize, 0usize);
+    for injections in episodes {
+        let mut seen: Vec<u64> = Vec::new();
+        for injection in injections.iter().filter(|i| i.level == Level::Turn) {
+            for &id in &injection.chosen {
+                shown += 1;
+                if seen.contains(&id) {
+                    again += 1;
+                } else {
+                    seen.push(id);
+                }
+            }
+        }
+    }
+    (shown, again)
 }
 
 /// Steps of an episode whose action (target, name and arguments) equals the step just before.
@@ -471,13 +499,14 @@ pub fn render(summaries: &[InteractSummary]) -> String {
 /// How the agent behaved in each run, as a Markdown table.
 pub fn render_behaviour(summaries: &[InteractSummary]) -> String {
     let mut out = String::from(
-        "| run | solved | budget spent at a submit | refused the forced submit | turn limit | agent call cap | episodes with a submit | steps repeating the one before / all | episodes with ≥ 3 repeats | turn retrievals with a memory / all (memories shown) | episode retrievals with a memory / all (memories shown) |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| run | solved | budget spent at a submit | refused the forced submit | turn limit | agent call cap | episodes with a submit | steps repeating the one before / all | episodes with ≥ 3 repeats | turn retrievals with a memory / all (memories shown) | episode retrievals with a memory / all (memories shown) | turn memories shown again in their episode / shown |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for s in summaries {
         let (steps, repeated) = s.repeated_steps;
+        let (turn_shown, shown_again) = s.turn_memories_shown_again;
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} / {} ({}) | {} | {} / {} ({}) | {} / {} ({}) |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} / {} ({}) | {} | {} / {} ({}) | {} / {} ({}) | {} / {} ({}) |\n",
             s.run,
             s.ends.solved,
             s.ends.budget_exhausted,
@@ -494,7 +523,10 @@ pub fn render_behaviour(summaries: &[InteractSummary]) -> String {
             s.turn_retrievals.2,
             s.episode_retrievals.1,
             s.episode_retrievals.0,
-            s.episode_retrievals.2
+            s.episode_retrievals.2,
+            shown_again,
+            turn_shown,
+            percent_or_na(shown_again, turn_shown)
         ));
     }
     out
@@ -593,5 +625,30 @@ mod tests {
         let summary = &summarise(&[dir.path().to_path_buf()], &none).unwrap()[0];
         assert_eq!((summary.tasks, summary.phase1_success), (0, 0.0));
         assert!(render(std::slice::from_ref(summary)).contains("| 0 |"));
+    }
+
+    #[test]
+    fn a_turn_memory_counts_as_shown_again_only_within_its_episode() {
+        let at = |level, chosen: &[u64]| InjectionRecord {
+            level,
+            turn: 0,
+            candidates: chosen.to_vec(),
+            chosen: chosen.to_vec(),
+            chosen_features: Vec::new(),
+            selector: "cosine".into(),
+            note: None,
+        };
+        let first = vec![
+            at(Level::Episode, &[3]),
+            at(Level::Turn, &[3]),
+            at(Level::Turn, &[4]),
+            at(Level::Turn, &[]),
+            at(Level::Turn, &[4]),
+            at(Level::Turn, &[3, 5]),
+        ];
+        // A new episode starts from nothing shown.
+        let second = vec![at(Level::Turn, &[4])];
+        let episodes = [first.as_slice(), second.as_slice()];
+        assert_eq!(turn_memories_shown_again(episodes.into_iter()), (6, 2));
     }
 }
