@@ -44,7 +44,10 @@ gzip -9n < "$out/episodes.jsonl" > "$RESULTS/train-cosine/episodes.jsonl.gz"
 cp "$out/settings.json" "$RESULTS/train-cosine/"
 "$MERIT" interact summaries "$out" --out "$RESULTS/train-cosine/summaries.jsonl"
 
-report=("$MERIT" interact report --baseline "$BEFORE/train-none" "$BEFORE/train-none"
+# Paired with the stream without the option (the rule's comparison), then with no memory.
+report=("$MERIT" interact report --baseline "$BEFORE/train-cosine" "$BEFORE/train-none"
+  "$BEFORE/train-cosine" "$out")
+against_none=("$MERIT" interact report --baseline "$BEFORE/train-none" "$BEFORE/train-none"
   "$BEFORE/train-cosine" "$out")
 missed=("$MERIT" interact missed "$BEFORE/train-none" "$BEFORE/train-cosine" "$out"
   --tasks data/interact-train/tasks.jsonl --db-root data/interact-train
@@ -53,5 +56,5 @@ shown() { # shown COMMAND...: the command as a reader would type it, then its ou
   local line="$*"
   echo '```bash'; echo "merit${line#"$MERIT"}"; echo '```'; echo; "$@"; echo
 }
-{ shown "${report[@]}"; shown "${missed[@]}"; } > "$RESULTS/report.md.tmp"
+{ shown "${report[@]}"; shown "${against_none[@]}"; shown "${missed[@]}"; } > "$RESULTS/report.md.tmp"
 mv "$RESULTS/report.md.tmp" "$RESULTS/report.md"
