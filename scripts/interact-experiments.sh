@@ -116,6 +116,14 @@ keep_evidence() { # keep_evidence RUN_DIR
   cp "$1/settings.json" "$RESULTS/runs/$name/"
   "$MERIT" interact summaries "$1" --out "$RESULTS/runs/$name/summaries.jsonl"
 }
+# The failed episodes that had run a query the judge would have passed (`merit interact
+# missed`, in binaries from 2026-12-05 on; an older pin skips it).
+record_missed() { # record_missed RUN...
+  if "$MERIT" interact missed --help > /dev/null 2>&1; then
+    record "$RESULTS/missed.md" "$MERIT" interact missed "$@" --tasks data/interact-dev/tasks.jsonl \
+      --db-root data/interact-dev --sqlite-dir "$SPIDER/database"
+  fi
+}
 record() { # record FILE COMMAND...: run the command, keep its stdout and the command in FILE
   local file=$1; shift
   local shown="$*"
@@ -216,6 +224,7 @@ keep_evidence "$RUNS/eval-learned"
 step "report: memory vs none"
 main_arms=("$RUNS/eval-none" "$RUNS/eval-cosine" "$RUNS/eval-learned")
 record "$RESULTS/memory-vs-none.md" "$MERIT" interact report --baseline "$RUNS/eval-none" "${main_arms[@]}"
+record_missed "${main_arms[@]}"
 [ "$STOP_AFTER" = learn ] && exit 0
 
 # 5. Baselines (issue 18) and Pass@k; after them the counterfactual (Table 4), the ablations
@@ -270,6 +279,7 @@ done
 # ablations below when they run).
 step "report: main arms, baselines and Pass@k"
 record "$RESULTS/memory-vs-none.md" "$MERIT" interact report --baseline "$RUNS/eval-none" "${arms[@]}"
+record_missed "${arms[@]}"
 [ "$STOP_AFTER" = passk ] && exit 0
 
 # 7. The counterfactual at a frozen turn (Table 4).
@@ -287,6 +297,7 @@ step "report: all arms"
 # shellcheck disable=SC2206 # REPORT_RUNS is a list of folders on purpose
 arms+=($REPORT_RUNS)
 record "$RESULTS/memory-vs-none.md" "$MERIT" interact report --baseline "$RUNS/eval-none" "${arms[@]}"
+record_missed "${arms[@]}"
 # The side tables of the results README, each from the runs above (issue 18: every committed
 # file comes from this script).
 have() { for run in "$@"; do [ -f "$run/episodes.jsonl" ] || return 1; done; }
