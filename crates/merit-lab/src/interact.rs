@@ -112,6 +112,8 @@ pub struct InteractSummary {
     pub repeated_steps: (usize, usize),
     /// Episodes with three or more such repeats.
     pub episodes_with_three_repeats: usize,
+    /// Turns where the repeat guard asked again instead of taking a repeat.
+    pub repeats_asked_again: usize,
     /// Turn-level retrievals: all of them, those that injected a memory, memories injected.
     pub turn_retrievals: (usize, usize, usize),
     /// Episode-level retrievals: all of them, those that injected a memory, memories injected.
@@ -232,6 +234,11 @@ fn summarise_one(
             records.iter().map(repeats_in).sum(),
         ),
         episodes_with_three_repeats: records.iter().filter(|r| repeats_in(r) >= 3).count(),
+        repeats_asked_again: records
+            .iter()
+            .flat_map(|r| &r.turns)
+            .filter(|t| t.guarded_repeat.is_some())
+            .count(),
         turn_retrievals: retrievals_at(&records, Level::Turn),
         episode_retrievals: retrievals_at(&records, Level::Episode),
         turn_memories_shown_again: turn_memories_shown_again(
@@ -499,14 +506,14 @@ pub fn render(summaries: &[InteractSummary]) -> String {
 /// How the agent behaved in each run, as a Markdown table.
 pub fn render_behaviour(summaries: &[InteractSummary]) -> String {
     let mut out = String::from(
-        "| run | solved | budget spent at a submit | refused the forced submit | turn limit | agent call cap | episodes with a submit | steps repeating the one before / all | episodes with ≥ 3 repeats | turn retrievals with a memory / all (memories shown) | episode retrievals with a memory / all (memories shown) | turn memories shown again in their episode / shown |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| run | solved | budget spent at a submit | refused the forced submit | turn limit | agent call cap | episodes with a submit | steps repeating the one before / all | episodes with ≥ 3 repeats | repeats asked again (guard) | turn retrievals with a memory / all (memories shown) | episode retrievals with a memory / all (memories shown) | turn memories shown again in their episode / shown |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for s in summaries {
         let (steps, repeated) = s.repeated_steps;
         let (turn_shown, shown_again) = s.turn_memories_shown_again;
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} / {} ({}) | {} | {} / {} ({}) | {} / {} ({}) | {} / {} ({}) |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} / {} ({}) | {} | {} | {} / {} ({}) | {} / {} ({}) | {} / {} ({}) |\n",
             s.run,
             s.ends.solved,
             s.ends.budget_exhausted,
@@ -518,6 +525,7 @@ pub fn render_behaviour(summaries: &[InteractSummary]) -> String {
             steps,
             percent_or_na(repeated, steps),
             s.episodes_with_three_repeats,
+            s.repeats_asked_again,
             s.turn_retrievals.1,
             s.turn_retrievals.0,
             s.turn_retrievals.2,

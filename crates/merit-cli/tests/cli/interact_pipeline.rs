@@ -248,7 +248,9 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
         6
     );
 
-    // Each turn memory at most once per episode: recorded in the settings only when on (the
+    // Each turn memory at most once per episode, and the repeat guard (which asks again only
+    // in the text protocol; the stand-in answers with native tool calls): recorded in the
+    // settings only when on (the
     // run above, made without it, keeps the settings it always had), and a continuation
     // without it is refused.
     assert!(
@@ -281,7 +283,7 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
         args.extend(extra.iter().map(|s| s.to_string()));
         args
     };
-    let with_flag = once_args(&["--turn-memories-once"]);
+    let with_flag = once_args(&["--turn-memories-once", "--repeat-guard"]);
     merit(
         &with_flag.iter().map(String::as_str).collect::<Vec<_>>(),
         &server,
@@ -293,6 +295,7 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
     )
     .unwrap();
     assert_eq!(settings["memory"]["turn_memories_once"], true);
+    assert_eq!(settings["repeat_guard"], true);
     for episode in lines(&dir.path().join("once/episodes.jsonl")) {
         let mut shown: Vec<u64> = episode["injections"]
             .as_array()

@@ -391,3 +391,43 @@ fn missed_counts_passing_queries_that_were_never_submitted() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+#[test]
+fn report_counts_the_repeats_the_guard_asked_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids: Vec<String> = (1..=2).map(|n| format!("alien_98{n:02}")).collect();
+    let file = dir.path().join("tasks.jsonl");
+    let lines: Vec<String> = ids.iter().map(|id| task(id).to_string()).collect();
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let set = TaskSet::load(&file, &mini_root()).unwrap();
+    let wrong = "SELECT COUNT(*) FROM observatories";
+    let guarded = dir.path().join("guarded");
+    let agent = ReactAgent::new(
+        Arc::new(Submitter(wrong)),
+        AgentConfig {
+            repeat_guard: true,
+            ..AgentConfig::default()
+        },
+    );
+    run_agent(&set, &ids, &guarded, &agent);
+    let plain = dir.path().join("plain");
+    run(&set, &ids, &plain, wrong);
+    let output = Command::new(env!("CARGO_BIN_EXE_merit"))
+        .args(["interact", "report", "--json"])
+        .arg(&guarded)
+        .arg(&plain)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let runs = report["runs"].as_array().unwrap();
+    // Four failed submits a task until the budget is gone: each of the three repeats was
+    // asked again first (and, the scripted model being stubborn, then taken).
+    assert_eq!(runs[0]["repeats_asked_again"], 6);
+    assert_eq!(runs[0]["repeated_steps"], serde_json::json!([8, 6]));
+    assert_eq!(runs[1]["repeats_asked_again"], 0);
+}

@@ -85,7 +85,8 @@ pub const REPEAT_HINT: &str = "(You had already taken exactly this action in thi
 /// Settings of the agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentConfig {
-    /// Model calls per episode at most (the protocol's 60).
+    /// Turns per episode at most (the protocol's 60): one model call each, two for a turn the
+    /// repeat guard asked again.
     pub max_turns: usize,
     /// Token limit of one reply.
     pub max_tokens: u32,
@@ -102,6 +103,13 @@ pub struct AgentConfig {
     /// charged; only what the model reads next changes.
     #[serde(default)]
     pub fold_repeats: bool,
+    /// Ask again, once, before taking an action the episode has already taken word for word
+    /// (text protocol only): the repeat is not sent to the environment, so it costs no budget,
+    /// and the model gets a note with the earlier result (see [`repeat_guard_note`]). A
+    /// second repeat is taken as it is. Off by default (the protocol's agent takes whatever
+    /// the model writes); the repair loop's guard of the same name does the same for SQL.
+    #[serde(default)]
+    pub repeat_guard: bool,
     /// Show the database schema with the opening message. BIRD-Interact's agent starts
     /// without it and must spend a `get_schema()`; small models that copy their last turn
     /// then often ask for the schema again and again. Off by default (the protocol's form).
@@ -141,6 +149,7 @@ impl Default for AgentConfig {
             stop: vec!["\nObservation:".to_string()],
             tool_calls: ToolCallMode::Auto,
             fold_repeats: false,
+            repeat_guard: false,
             schema_in_opening: false,
             style: AgentStyle::React,
             temperature: 0.0,
@@ -164,6 +173,17 @@ pub struct AgentUsage {
     pub unreadable_replies: u64,
 }
 
+impl AgentUsage {
+    /// Counts `reply`: a call when it was `live` (not replayed from a logged prefix), cached
+    /// when the reply cache answered it, and its tokens.
+    fn add(&mut self, reply: &ChatReply, live: bool) {
+        self.calls += u64::from(live);
+        self.cached_calls += u64::from(reply.cached);
+        self.prompt_tokens += u64::from(reply.prompt_tokens);
+        self.completion_tokens += u64::from(reply.completion_tokens);
+    }
+}
+
 /// One model reply of the agent, as written.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentTurn {
@@ -176,6 +196,10 @@ pub struct AgentTurn {
     /// The native tool call used as the action, when there was one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call: Option<ToolCall>,
+    /// With [`AgentConfig::repeat_guard`]: the model's first reply of this turn, whose action
+    /// repeated an earlier one and was not taken; `reply` is its answer when asked again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guarded_repeat: Option<String>,
 }
 
 /// Why the agent loop stopped.
@@ -531,12 +555,10 @@ impl ReactAgent {
                 }
                 Err(error) => return Err(AgentError::Model(error)),
             };
-            usage.calls += u64::from(replayed.is_none());
-            usage.cached_calls += u64::from(reply.cached);
-            usage.prompt_tokens += u64::from(reply.prompt_tokens);
-            usage.completion_tokens += u64::from(reply.completion_tokens);
-            let tool_call = reply.tool_calls.first().cloned();
-            let parsed = match &tool_call {
+            usage.add(&reply, replayed.is_none());
+            let mut reply = reply;
+            let mut tool_call = reply.tool_calls.first().cloned();
+            let mut parsed = match &tool_call {
                 Some(call) => ParsedReply {
                     action: action_from_tool_call(&call.name, &call.arguments),
                     thought: parse::thought_before(&reply.text),
@@ -544,6 +566,47 @@ impl ReactAgent {
                 },
                 None => parse_reply(&reply.text),
             };
+            // The repeat guard: a live text-protocol reply repeating an action of this episode
+            // is answered with a note instead of being taken, and the model asked once more.
+            // Neither the repeat nor the note stays in the conversation.
+            let mut guarded_repeat = None;
+            if self.config.repeat_guard
+                && replayed.is_none()
+                && tool_call.is_none()
+                && parsed.is_known_action()
+                && taken.contains(&parsed.action)
+            {
+                let earlier = env
+                    .steps()
+                    .iter()
+                    .find(|step| step.action == parsed.action)
+                    .map(|step| (step.turn, step.observation.clone()));
+                let (earlier_turn, earlier_observation) = earlier.unwrap_or_default();
+                let mut again = request.clone();
+                again.messages.push(ChatMessage::assistant(history_text(
+                    &reply.text,
+                    Some(&parsed.action),
+                    &parsed.thought,
+                )));
+                again.messages.push(ChatMessage::user(repeat_guard_note(
+                    earlier_turn,
+                    &cut_chars(
+                        without_budget_line(&earlier_observation),
+                        self.config.observation_chars,
+                    ),
+                )));
+                match self.model.chat(&again) {
+                    Ok(second) => {
+                        usage.add(&second, true);
+                        guarded_repeat = Some(std::mem::replace(&mut reply, second).text);
+                        tool_call = None;
+                        parsed = parse_reply(&reply.text);
+                    }
+                    // The note made the prompt too long: the repeat is taken as it came.
+                    Err(ModelError::InvalidRequest(_)) => {}
+                    Err(error) => return Err(AgentError::Model(error)),
+                }
+            }
             let known = parsed.is_known_action();
             if !known {
                 usage.unreadable_replies += 1;
@@ -553,6 +616,7 @@ impl ReactAgent {
                 reply: reply.text.clone(),
                 parse: parsed.kind,
                 tool_call: tool_call.clone(),
+                guarded_repeat,
             });
             let step_action = parsed.action.clone();
             let repeated = known && taken.contains(&step_action);
@@ -672,6 +736,15 @@ pub fn fold_note(
     format!(
         "(Note {repeat}: you then took `{call}` again, which you had already done in this task. {} Do not repeat an action: take a different one, e.g. write or fix a query with execute, ask the user, or submit.)",
         result.trim_end()
+    )
+}
+
+/// What the repeat guard tells the model instead of taking its repeated action (the action
+/// was first taken at `turn`, with `observation` as its result, budget line removed).
+pub fn repeat_guard_note(turn: usize, observation: &str) -> String {
+    format!(
+        "(Not taken: you already took exactly this action at turn {turn}, and taking it again would give the same result:\n{}\nIt would only use up budget. Write a new Thought and a different Action: change the query, ask the user about what is unclear, or submit the query you think answers the request.)",
+        observation.trim_end()
     )
 }
 

@@ -67,10 +67,7 @@ impl ReactAgent {
                 }
                 Err(error) => return Err(AgentError::Model(error)),
             };
-            usage.calls += 1;
-            usage.cached_calls += u64::from(reply.cached);
-            usage.prompt_tokens += u64::from(reply.prompt_tokens);
-            usage.completion_tokens += u64::from(reply.completion_tokens);
+            usage.add(&reply, true);
             // A reply without SQL is submitted as it stands: the judge fails it, as the user
             // would. A write task's answer (UPDATE, INSERT, ...) is taken whole, as the agents'
             // submit takes it.
@@ -86,6 +83,7 @@ impl ReactAgent {
                 reply: reply.text.clone(),
                 parse: kind,
                 tool_call: None,
+                guarded_repeat: None,
             });
             let phase = env.phase();
             env.step_with_thought(ActionCall::submit(sql), None)?;

@@ -797,3 +797,106 @@ fn a_sampled_agent_sends_its_temperature_and_seed_with_every_call() {
         .unwrap();
     assert_eq!(model.seen()[0].decoding.temperature, 0.0);
 }
+
+#[test]
+fn the_repeat_guard_asks_again_instead_of_taking_a_repeat() {
+    let (_dir, set) = custom_tasks(&[warm_task("alien_9111", false)]);
+    let solve = "Action: submit(\"SELECT COUNT(*) FROM observatories WHERE airtempc > 20\")";
+    let look = "Thought: the tables.\nAction: get_schema()";
+    let run = |repeat_guard: bool| {
+        let mut env = environment(
+            &set,
+            "alien_9111",
+            ScriptedSimulator::default(),
+            EnvConfig::default(),
+        );
+        // Reads the schema, then again, then (asked again or not) submits the solution.
+        let model = ScriptedModel::replies(
+            "repeater",
+            vec![look.to_string(), look.to_string(), solve.to_string()],
+        );
+        let agent = ReactAgent::new(
+            model.clone(),
+            AgentConfig {
+                repeat_guard,
+                ..AgentConfig::default()
+            },
+        );
+        let result = agent.run(&mut env).unwrap();
+        (result, model.seen())
+    };
+
+    let (guarded, seen) = run(true);
+    assert!(guarded.trajectory.outcome.phase1_passed);
+    // The repeat was never taken: two steps, the schema read once, budget charged for two.
+    let names: Vec<&str> = guarded
+        .trajectory
+        .steps
+        .iter()
+        .map(|s| s.action.name.as_str())
+        .collect();
+    assert_eq!(names, ["get_schema", "submit"]);
+    assert_eq!(guarded.agent_usage.calls, 3, "the re-ask is a model call");
+    assert_eq!(guarded.turns.len(), 2, "one turn per step");
+    assert_eq!(guarded.turns[1].guarded_repeat.as_deref(), Some(look));
+    assert_eq!(guarded.turns[1].reply, solve);
+    assert!(guarded.turns[0].guarded_repeat.is_none());
+    // The re-ask ends with the repeat and the note naming the turn it repeats.
+    let asked_again = &seen[2].messages;
+    assert!(asked_again[asked_again.len() - 2]
+        .content
+        .contains("get_schema()"));
+    let note = &asked_again.last().unwrap().content;
+    assert!(
+        note.starts_with("(Not taken: you already took exactly this action at turn 1"),
+        "{note}"
+    );
+    assert!(note.contains("CREATE TABLE"), "the earlier result: {note}");
+    assert!(!note.contains("[Budget"), "{note}");
+    // Neither the repeat nor the note stays in the conversation.
+    let after = guarded.trajectory.steps.len();
+    assert_eq!(after, 2);
+
+    // Without the guard the repeat is taken and charged.
+    let (plain, _) = run(false);
+    let names: Vec<&str> = plain
+        .trajectory
+        .steps
+        .iter()
+        .map(|s| s.action.name.as_str())
+        .collect();
+    assert_eq!(names, ["get_schema", "get_schema", "submit"]);
+    assert!(plain.turns.iter().all(|t| t.guarded_repeat.is_none()));
+    let spent = |r: &merit_interact::EpisodeResult| r.trajectory.steps.last().unwrap().budget_left;
+    assert!(spent(&plain) < spent(&guarded));
+}
+
+#[test]
+fn a_second_repeat_is_taken_as_it_comes() {
+    let (_dir, set) = custom_tasks(&[warm_task("alien_9112", false)]);
+    let mut env = environment(
+        &set,
+        "alien_9112",
+        ScriptedSimulator::default(),
+        EnvConfig::default(),
+    );
+    let look = "Action: get_schema()".to_string();
+    let model = ScriptedModel::replies("stubborn", vec![look]);
+    let agent = ReactAgent::new(
+        model.clone(),
+        AgentConfig {
+            max_turns: 3,
+            repeat_guard: true,
+            ..AgentConfig::default()
+        },
+    );
+    let result = agent.run(&mut env).unwrap();
+    // Turn 1 reads the schema; turns 2 and 3 each repeat, are asked again, repeat again, and
+    // are taken: five calls, three steps.
+    assert_eq!(result.trajectory.steps.len(), 3);
+    assert_eq!(result.agent_usage.calls, 5);
+    assert!(result.turns[1].guarded_repeat.is_some());
+    // The later turns' prompts hold no note: what was asked again is not kept.
+    let seen = model.seen();
+    assert!(!request_text(&seen[3]).contains("Not taken"));
+}

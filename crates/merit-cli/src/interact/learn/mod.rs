@@ -42,6 +42,10 @@ pub struct AgentBudgetArgs {
     /// gone).
     #[arg(long)]
     pub fold_repeats: bool,
+    /// Before taking an action the episode already took word for word, ask the model once
+    /// more with a note (the repeat is not taken and costs no budget; text protocol only).
+    #[arg(long)]
+    pub repeat_guard: bool,
     /// Show the schema with the opening message (a deviation from BIRD-Interact, whose agent
     /// must spend a `get_schema()` first).
     #[arg(long)]
@@ -56,6 +60,7 @@ impl AgentBudgetArgs {
             observation_chars: self.observation_chars,
             max_tokens: self.max_tokens,
             fold_repeats: self.fold_repeats,
+            repeat_guard: self.repeat_guard,
             schema_in_opening: self.schema_in_opening,
             ..AgentConfig::default()
         }

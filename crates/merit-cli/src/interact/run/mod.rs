@@ -344,6 +344,7 @@ fn check_run_settings(args: &InteractRunArgs, model_id: &str, simulator_id: &str
     // Recorded only when on, so run directories made before these options still continue.
     for (name, on) in [
         ("fold_repeats", args.budget.fold_repeats),
+        ("repeat_guard", args.budget.repeat_guard),
         ("schema_in_opening", args.budget.schema_in_opening),
     ] {
         if on {
