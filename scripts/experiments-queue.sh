@@ -6,7 +6,7 @@
 #   setsid nohup scripts/experiments-queue.sh >> runs/queue.log 2>&1 &
 #
 # Steps (STEPS; the default order is calibration-memory calibration-dense repair
-# interact-memory interact-hints interact-once interact-adopted live fuzz repair-posthoc
+# interact-memory interact-hints interact-once interact-guard interact-adopted live fuzz repair-posthoc
 # calibration-aliases interact-rest-adopted, what each is below; a finished step is passed over in minutes):
 #   calibration-memory  scripts/repair-calibration.sh on a 150-question Spider *train* slice,
 #                  MERIT with the paper's precedent view against `--precedents change` (issue 16:
@@ -57,18 +57,27 @@
 #                  the new hint and `--turn-memories-once` (each turn memory shown at most once
 #                  per episode), against the same stream without it; runs/interact-once pins
 #                  its own binary
-#   interact-v3    (not in the default) interact-v2 with MEMORY_OPTS=--turn-memories-once, for
-#                  when that calibration adopts it: runs/interact-v3, pinned to the
-#                  calibration's commit (its training stream replays the calibration's from the
-#                  reply cache), results to docs/results/interact/v3
-#   interact-adopted both calibrations' rules applied: interact-main when the new hint's
-#                  training stream solved fewer than the old one's 9 of 60; else interact-v3
-#                  when the stream with `--turn-memories-once` solved at least as many as the
-#                  new hint's stream without it, else interact-v2; stops without running any
+#   interact-guard (2026-12-05) scripts/interact-guard-calibration.sh: the training tasks
+#                  without memory with `--repeat-guard` (a word-for-word repeat is not taken;
+#                  the model is asked once more), against the same tasks without it;
+#                  runs/interact-guard pins its own binary
+#   interact-v2-once, interact-v2-guard, interact-v2-once-guard (not in the default)
+#                  interact-v2 with what the later calibrations adopted: `-once` runs every
+#                  memory arm with MEMORY_OPTS=--turn-memories-once, `-guard` every arm with
+#                  `--repeat-guard` added to AGENT_OPTS; runs/<name>, results to
+#                  docs/results/interact/<name without interact->, pinned to the commit of the
+#                  last calibration they follow (a training stream or no-memory run identical
+#                  to a calibration's replays it from the reply cache)
+#   interact-adopted the calibrations' rules, fixed before each ran, applied in order:
+#                  interact-main when the new hint's training stream solved fewer than the old
+#                  one's 9 of 60; else interact-v2, with `-once` when the training stream with
+#                  `--turn-memories-once` solved at least as many as the new hint's without it,
+#                  and `-guard` when the training tasks without memory with `--repeat-guard`
+#                  solved at least as many as without it (12 of 60); stops without running any
 #                  while a calibration stream it needs is unfinished
-#   interact-rest-v2, interact-rest-v3 (not in the default) that experiment's script to its
-#                  end (interact-rest's arms in its run folder)
-#   interact-rest-adopted the same rules: interact-rest-v3, interact-rest-v2 or interact-rest
+#   interact-rest-<name> (not in the default) that experiment's script to its end
+#                  (interact-rest's arms in its run folder)
+#   interact-rest-adopted the same rules: interact-rest-<adopted> or interact-rest
 #   interact       (not in the default) the whole interact script at once
 # The order is the issues' order of importance for what each issue asks (the two calibrations
 # and the dev run for issue 16, then issues 18, 20 and 22); the steps that only extend a
@@ -77,7 +86,7 @@
 #
 # Each model step runs a binary pinned in its own run folder when the step first starts
 # (scripts/pin-binary.sh: runs/repair-dev, runs/repair-calibration-memory,
-# runs/repair-calibration-dense, runs/repair-calibration-aliases, runs/interact, runs/interact-hints, runs/interact-once, runs/interact-v2, runs/interact-v3,
+# runs/repair-calibration-dense, runs/repair-calibration-aliases, runs/interact, runs/interact-hints, runs/interact-once, runs/interact-guard, runs/interact-v2*,
 # runs/pins/live-dev), for the reason the
 # dev run gives: target/release may be rebuilt and machines replaced while a step lasts, and a
 # resumed step must run the code it started with (the folder's source-commit names it, so
@@ -93,7 +102,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-STEPS=${STEPS:-calibration-memory calibration-dense repair interact-memory interact-hints interact-once interact-adopted live fuzz repair-posthoc calibration-aliases interact-rest-adopted}
+STEPS=${STEPS:-calibration-memory calibration-dense repair interact-memory interact-hints interact-once interact-guard interact-adopted live fuzz repair-posthoc calibration-aliases interact-rest-adopted}
 FUZZ_SECONDS=${FUZZ_SECONDS:-1800}
 FUZZ_LOG=${FUZZ_LOG:-docs/results/fuzz/runs.tsv}
 # Every target of the fuzz project unless named (listed when the fuzz step starts, so a
@@ -143,30 +152,48 @@ stream_solved() { # stream_solved RUN_DIR
   python3 -c 'import json, sys; print(sum(json.loads(l)["trajectory"]["outcome"]["phase1_passed"] for l in open(sys.argv[1]) if l.strip()))' "$stream"
 }
 # The calibrations' rules (scripts/interact-hint-calibration.sh,
-# scripts/interact-once-calibration.sh), fixed before they ran: interact-main when the new
-# hint's training stream solved fewer than the old one's 9 of 60; else interact-v3 when the
-# stream with `--turn-memories-once` solved at least as many as the new hint's without it,
-# else interact-v2. Fails while a stream it needs is unfinished.
+# scripts/interact-once-calibration.sh, scripts/interact-guard-calibration.sh), fixed before
+# each ran: interact-main when the new hint's training stream solved fewer than the old one's
+# 9 of 60; else interact-v2, `-once` when the stream with `--turn-memories-once` solved at
+# least as many as the new hint's without it, `-guard` when the training tasks without memory
+# with `--repeat-guard` solved at least as many as without it. Fails while a stream it needs
+# is unfinished.
 adopted_experiment() {
-  local hint once
+  local hint once guarded unguarded name=interact-v2
   hint=$(stream_solved runs/interact-hints/train-cosine) || return 1
   echo "queue: the new hint's training stream solved $hint of 60 (the old one's: 9)" >&2
   if [ "$hint" -lt 9 ]; then echo interact-main; return; fi
   once=$(stream_solved runs/interact-once/train-cosine) || return 1
   echo "queue: with --turn-memories-once it solved $once of 60 (without: $hint)" >&2
-  if [ "$once" -ge "$hint" ]; then echo interact-v3; else echo interact-v2; fi
+  [ "$once" -ge "$hint" ] && name+=-once
+  unguarded=$(stream_solved runs/interact-hints/train-none) || return 1
+  guarded=$(stream_solved runs/interact-guard/train-none) || return 1
+  echo "queue: without memory, with --repeat-guard $guarded of 60 (without: $unguarded)" >&2
+  [ "$guarded" -ge "$unguarded" ] && name+=-guard
+  echo "$name"
 }
-# The experiment script in run folder runs/NAME, pinned to the commit of the calibration
-# folder it continues (its source-commit copied on first start), with MEMORY_OPTS.
-continued_experiment() { # continued_experiment NAME CALIBRATION_DIR STOP_AFTER MEMORY_OPTS
-  local name=$1 calibration=$2 stop_after=$3 memory_opts=$4 merit
+# The experiment script in run folder runs/NAME (NAME: interact-v2 with `-once` and/or
+# `-guard`), pinned to the commit of the last calibration it follows (that folder's
+# source-commit, copied on first start), with the options its name adopts.
+continued_experiment() { # continued_experiment NAME STOP_AFTER
+  local name=$1 stop_after=$2 calibration=runs/interact-hints memory_opts="" agent_opts merit
+  agent_opts="--fold-repeats --schema-in-opening"
+  case $name in
+    interact-v2) ;;
+    interact-v2-once) calibration=runs/interact-once; memory_opts=--turn-memories-once ;;
+    interact-v2-guard) calibration=runs/interact-guard; agent_opts+=" --repeat-guard" ;;
+    interact-v2-once-guard)
+      calibration=runs/interact-guard; memory_opts=--turn-memories-once
+      agent_opts+=" --repeat-guard" ;;
+    *) echo "queue: no experiment $name" >&2; return 2 ;;
+  esac
   if [ ! -f "runs/$name/source-commit" ]; then
     mkdir -p "runs/$name"
     cp "$calibration/source-commit" "runs/$name/source-commit"
   fi
   merit=$(pinned "runs/$name") || return 1
   RUNS=runs/$name RESULTS=docs/results/interact/${name#interact-} STOP_AFTER=$stop_after \
-    MEMORY_OPTS=$memory_opts MERIT=$merit scripts/interact-experiments.sh
+    MEMORY_OPTS=$memory_opts AGENT_OPTS=$agent_opts MERIT=$merit scripts/interact-experiments.sh
 }
 # One step; a step that fails is logged and the queue goes on with the next one (the steps do
 # not depend on each other), so that one failure in a session's absence does not leave the
@@ -209,23 +236,22 @@ run_step() {
     interact-once)
       merit=$(pinned runs/interact-once) || return 1
       MERIT=$merit scripts/interact-once-calibration.sh ;;
-    interact-v2) continued_experiment interact-v2 runs/interact-hints passk "" ;;
-    interact-v3) continued_experiment interact-v3 runs/interact-once passk --turn-memories-once ;;
+    interact-guard)
+      merit=$(pinned runs/interact-guard) || return 1
+      MERIT=$merit scripts/interact-guard-calibration.sh ;;
+    interact-v2 | interact-v2-once | interact-v2-guard | interact-v2-once-guard)
+      continued_experiment "$step" passk ;;
     interact-adopted)
       local chosen
       chosen=$(adopted_experiment) || return 1
       run_step "$chosen" ;;
-    interact-rest-v2 | interact-rest-v3)
+    interact-rest-v2*)
       local name=interact-${step#interact-rest-}
       if [ ! -f "runs/$name/source-commit" ]; then
         echo "queue: runs/$name was never started; $step waits for $name" >&2
         return 1
       fi
-      if [ "$name" = interact-v3 ]; then
-        continued_experiment "$name" runs/interact-once all --turn-memories-once
-      else
-        continued_experiment "$name" runs/interact-hints all ""
-      fi ;;
+      continued_experiment "$name" all ;;
     interact-rest-adopted)
       local chosen
       chosen=$(adopted_experiment) || return 1

@@ -17,32 +17,25 @@
 # paired with the same stream without it (runs/interact-hints/train-cosine, 10 of 60) and the
 # training tasks without memory (runs/interact-hints/train-none). Decided before it runs: the
 # evaluation arms take the option (a training stream rerun with it, the PRM and the selectors
-# built on that stream; scripts/experiments-queue.sh, `interact-v3`) unless its training
+# built on that stream; scripts/experiments-queue.sh, `interact-v2-once`) unless its training
 # stream solves fewer tasks in phase 1 than the stream without it (10 of 60). Resumable (runs
 # skip logged episodes); about two and a half hours of the two cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-SPIDER=${SPIDER:-../shared/data/spider}
 RUNS=${RUNS:-runs/interact-once}
 RESULTS=${RESULTS:-docs/results/interact/once-calibration}
 BEFORE=${BEFORE:-runs/interact-hints}
 MERIT=${MERIT:-$(scripts/pin-binary.sh "$RUNS")}
 mkdir -p "$RUNS" "$RESULTS"
-run() { echo "+ $*" >&2; "$@"; }
 
-# The main experiment's agent settings (scripts/interact-experiments.sh), unchanged.
-train_set=(--tasks data/interact-train/tasks.jsonl --db-root data/interact-train
-  --sqlite-dir "$SPIDER/database" --max-turns 20 --observation-chars 2000 --max-tokens 320
-  --model qwen2.5-coder-1.5b-instruct --fold-repeats --schema-in-opening)
+# shellcheck source=scripts/interact-calibration-common.sh
+source scripts/interact-calibration-common.sh
 
 out="$RUNS/train-cosine"
 run "$MERIT" interact run "${train_set[@]}" --out "$out" --memory cosine --turn-memories-once \
   > /dev/null
-mkdir -p "$RESULTS/train-cosine"
-gzip -9n < "$out/episodes.jsonl" > "$RESULTS/train-cosine/episodes.jsonl.gz"
-cp "$out/settings.json" "$RESULTS/train-cosine/"
-"$MERIT" interact summaries "$out" --out "$RESULTS/train-cosine/summaries.jsonl"
+keep_evidence "$out"
 
 # Paired with the stream without the option (the rule's comparison), then with no memory.
 report=("$MERIT" interact report --baseline "$BEFORE/train-cosine" "$BEFORE/train-none"
@@ -50,11 +43,6 @@ report=("$MERIT" interact report --baseline "$BEFORE/train-cosine" "$BEFORE/trai
 against_none=("$MERIT" interact report --baseline "$BEFORE/train-none" "$BEFORE/train-none"
   "$BEFORE/train-cosine" "$out")
 missed=("$MERIT" interact missed "$BEFORE/train-none" "$BEFORE/train-cosine" "$out"
-  --tasks data/interact-train/tasks.jsonl --db-root data/interact-train
-  --sqlite-dir "$SPIDER/database")
-shown() { # shown COMMAND...: the command as a reader would type it, then its output
-  local line="$*"
-  echo '```bash'; echo "merit${line#"$MERIT"}"; echo '```'; echo; "$@"; echo
-}
+  "${train_tasks[@]}")
 { shown "${report[@]}"; shown "${against_none[@]}"; shown "${missed[@]}"; } > "$RESULTS/report.md.tmp"
 mv "$RESULTS/report.md.tmp" "$RESULTS/report.md"

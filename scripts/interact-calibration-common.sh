@@ -1,0 +1,21 @@
+# Sourced by the interact calibration scripts (scripts/interact-*-calibration.sh): the main
+# experiment's agent settings on the training split (scripts/interact-experiments.sh), and how a
+# calibration keeps its evidence and writes its report. Needs MERIT and RESULTS set.
+SPIDER=${SPIDER:-../shared/data/spider}
+train_set=(--tasks data/interact-train/tasks.jsonl --db-root data/interact-train
+  --sqlite-dir "$SPIDER/database" --max-turns 20 --observation-chars 2000 --max-tokens 320
+  --model qwen2.5-coder-1.5b-instruct --fold-repeats --schema-in-opening)
+train_tasks=(--tasks data/interact-train/tasks.jsonl --db-root data/interact-train
+  --sqlite-dir "$SPIDER/database")
+run() { echo "+ $*" >&2; "$@"; }
+keep_evidence() { # keep_evidence RUN_DIR: log (compressed), settings, summaries to RESULTS/NAME
+  local name; name=$(basename "$1")
+  mkdir -p "$RESULTS/$name"
+  gzip -9n < "$1/episodes.jsonl" > "$RESULTS/$name/episodes.jsonl.gz"
+  cp "$1/settings.json" "$RESULTS/$name/"
+  "$MERIT" interact summaries "$1" --out "$RESULTS/$name/summaries.jsonl"
+}
+shown() { # shown COMMAND...: the command as a reader would type it, then its output
+  local line="$*"
+  echo '```bash'; echo "merit${line#"$MERIT"}"; echo '```'; echo; "$@"; echo
+}
