@@ -6,8 +6,8 @@
 # on those repeats: most failed episodes end at the budget or at the call cap, some after
 # running a query the judge would have passed. `--repeat-guard` (crates/merit-interact:
 # `agent::AgentConfig::repeat_guard`) does not take a repeat: it asks the model once more with
-# the earlier result, as the repair loop's guard does (the aid that took repair on the train
-# calibration slice from 0 to 15 of 39). It changes every arm, the no-memory one too, so it is
+# the earlier result, as the repair loop's guard does (one of the aids with which repair on the
+# train calibration slice went from 0 to 15 of 39, with the 1.5B repair model). It changes every arm, the no-memory one too, so it is
 # measured without memory:
 #   train-none  the 60 training tasks without memory, with the guard
 # paired with the same tasks without it (runs/interact-hints/train-none, 12 of 60). Decided
