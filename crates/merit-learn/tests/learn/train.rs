@@ -467,3 +467,124 @@ fn turn_examples_start_at_the_second_turn() {
     }
     assert!(examples.iter().all(|e| e.state.previous_action.is_some()));
 }
+
+/// Looks at the schema for three turns, then answers as [`Model`] does: every episode has
+/// turn-level retrievals before turns 2 to 4.
+struct Wander;
+
+impl ChatModel for Wander {
+    fn id(&self) -> String {
+        "test:wander".into()
+    }
+    fn chat(&self, request: &ChatRequest) -> Result<ChatReply, ModelError> {
+        let mut reply = Model.chat(request)?;
+        let assistant_turns = request
+            .messages
+            .iter()
+            .filter(|m| m.role == merit_core::model::Role::Assistant)
+            .count();
+        if !request.prompt_version.contains("insight") && assistant_turns < 3 {
+            reply.text = "Thought: look again.\nAction: get_schema()".into();
+        }
+        Ok(reply)
+    }
+}
+
+/// Cosine selection that records, for every turn-level call, the candidate ids it was
+/// offered and the ids it chose.
+#[derive(Default)]
+struct RecordingTurns {
+    calls: std::sync::Mutex<Vec<(Vec<u64>, Vec<u64>)>>,
+}
+
+impl merit_interact::memory::Selector for RecordingTurns {
+    fn name(&self) -> String {
+        "recording-cosine".into()
+    }
+    fn select(
+        &self,
+        input: &merit_interact::memory::SelectionInput<'_>,
+    ) -> Result<merit_interact::memory::Selection, merit_interact::memory::SelectError> {
+        let selection = CosineSelector::default().select(input)?;
+        let offered = input.candidates.iter().map(|c| c.id).collect();
+        let chosen = selection
+            .chosen
+            .iter()
+            .map(|&i| input.candidates[i].id)
+            .collect();
+        self.calls.lock().unwrap().push((offered, chosen));
+        Ok(selection)
+    }
+}
+
+#[test]
+fn episode_training_rollouts_show_each_turn_memory_once_when_asked() {
+    let (_dir, set, train_ids, memory) = training_setup(30..33);
+    let bank = memory.turn_bank().entries().len();
+    assert!(
+        bank >= 3,
+        "enough turn memories for three retrievals: {bank}"
+    );
+    let mut runs = Vec::new();
+    for turn_memories_once in [false, true] {
+        let mut trainer = PpoTrainer::new(
+            SelectorConfig::new(Level::Episode, 5),
+            PpoConfig::default(),
+            3,
+        )
+        .unwrap();
+        let agent = ReactAgent::new(Arc::new(Wander), AgentConfig::default());
+        let turns = RecordingTurns::default();
+        let spec = EpisodeTraining {
+            set: &set,
+            instance_ids: &train_ids,
+            memory: &memory,
+            embedder: &Words,
+            turn_selector: Some(&turns),
+            retrieval: RetrievalConfig::default(),
+            turn_memories_once,
+            env: EnvConfig::default(),
+            updates: 1,
+            batch: 3,
+            seed: 11,
+        };
+        train_episode_selector(
+            &spec,
+            &mut trainer,
+            &agent,
+            sqlite_backend,
+            |_| ScriptedSimulator::default(),
+            |_| {},
+        )
+        .unwrap();
+        runs.push(turns.calls.into_inner().unwrap());
+    }
+    let (plain, once) = (&runs[0], &runs[1]);
+    // Without the option every retrieval is offered the whole bank and takes the same memory
+    // again and again.
+    assert!(
+        plain.iter().all(|(offered, _)| offered.len() == bank),
+        "{plain:?}"
+    );
+    assert!(plain.windows(2).any(|w| w[0].1 == w[1].1), "{plain:?}");
+    // With it, an episode's first retrieval is offered the whole bank and each later one only
+    // what the episode has not been shown yet.
+    let mut episodes: Vec<Vec<&(Vec<u64>, Vec<u64>)>> = Vec::new();
+    for call in once {
+        if call.0.len() == bank || episodes.is_empty() {
+            episodes.push(Vec::new());
+        }
+        episodes.last_mut().unwrap().push(call);
+    }
+    assert_eq!(episodes.len(), 3, "three episodes: {once:?}");
+    for episode in &episodes {
+        assert!(episode.len() >= 3, "turns 2 to 4 at least: {episode:?}");
+        let mut shown: Vec<u64> = Vec::new();
+        for (offered, chosen) in episode {
+            assert_eq!(offered.len(), bank - shown.len(), "{episode:?}");
+            assert!(offered.iter().all(|id| !shown.contains(id)), "{episode:?}");
+            assert_eq!(chosen.len(), 1, "{episode:?}");
+            shown.extend(chosen);
+        }
+    }
+}
