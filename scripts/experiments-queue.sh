@@ -6,7 +6,7 @@
 #   setsid nohup scripts/experiments-queue.sh >> runs/queue.log 2>&1 &
 #
 # Steps (STEPS; the default order is calibration-memory calibration-dense repair
-# interact-memory interact-hints interact-once interact-guard interact-adopted live fuzz repair-posthoc
+# interact-memory interact-hints interact-once interact-guard interact-fallback interact-adopted live fuzz repair-posthoc
 # calibration-aliases interact-rest-adopted, what each is below; a finished step is passed over in minutes):
 #   calibration-memory  scripts/repair-calibration.sh on a 150-question Spider *train* slice,
 #                  MERIT with the paper's precedent view against `--precedents change` (issue 16:
@@ -61,10 +61,17 @@
 #                  without memory with `--repeat-guard` (a word-for-word repeat is not taken;
 #                  the model is asked once more), against the same tasks without it;
 #                  runs/interact-guard pins its own binary
-#   interact-v2-once, interact-v2-guard, interact-v2-once-guard (not in the default)
+#   interact-fallback (2026-12-05) scripts/interact-fallback-calibration.sh: the training
+#                  tasks without memory with `--forced-submit-fallback` (under the budget's
+#                  force-submit flag a non-submit is replaced by a submit of the phase's newest
+#                  clean query), against the same tasks without it; a replay of that run's
+#                  model calls from the reply cache up to the flag; runs/interact-fallback pins
+#                  its own binary
+#   interact-v2-<aids> (not in the default; aids among once, guard, fallback, in that order)
 #                  interact-v2 with what the later calibrations adopted: `-once` runs every
 #                  memory arm with MEMORY_OPTS=--turn-memories-once, `-guard` every arm with
-#                  `--repeat-guard` added to AGENT_OPTS; runs/<name>, results to
+#                  `--repeat-guard` added to AGENT_OPTS, `-fallback` every arm with
+#                  `--forced-submit-fallback`; runs/<name>, results to
 #                  docs/results/interact/<name without interact->, pinned to the commit of the
 #                  last calibration they follow (a training stream or no-memory run identical
 #                  to a calibration's replays it from the reply cache)
@@ -73,7 +80,8 @@
 #                  one's 9 of 60; else interact-v2, with `-once` when the training stream with
 #                  `--turn-memories-once` solved at least as many as the new hint's without it,
 #                  and `-guard` when the training tasks without memory with `--repeat-guard`
-#                  solved at least as many as without it (12 of 60); stops without running any
+#                  solved at least as many as without it (12 of 60), and `-fallback` when
+#                  those tasks with `--forced-submit-fallback` did; stops without running any
 #                  while a calibration stream it needs is unfinished
 #   interact-rest-<name> (not in the default) that experiment's script to its end
 #                  (interact-rest's arms in its run folder)
@@ -86,7 +94,7 @@
 #
 # Each model step runs a binary pinned in its own run folder when the step first starts
 # (scripts/pin-binary.sh: runs/repair-dev, runs/repair-calibration-memory,
-# runs/repair-calibration-dense, runs/repair-calibration-aliases, runs/interact, runs/interact-hints, runs/interact-once, runs/interact-guard, runs/interact-v2*,
+# runs/repair-calibration-dense, runs/repair-calibration-aliases, runs/interact, runs/interact-hints, runs/interact-once, runs/interact-guard, runs/interact-fallback, runs/interact-v2*,
 # runs/pins/live-dev), for the reason the
 # dev run gives: target/release may be rebuilt and machines replaced while a step lasts, and a
 # resumed step must run the code it started with (the folder's source-commit names it, so
@@ -102,7 +110,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-STEPS=${STEPS:-calibration-memory calibration-dense repair interact-memory interact-hints interact-once interact-guard interact-adopted live fuzz repair-posthoc calibration-aliases interact-rest-adopted}
+STEPS=${STEPS:-calibration-memory calibration-dense repair interact-memory interact-hints interact-once interact-guard interact-fallback interact-adopted live fuzz repair-posthoc calibration-aliases interact-rest-adopted}
 FUZZ_SECONDS=${FUZZ_SECONDS:-1800}
 FUZZ_LOG=${FUZZ_LOG:-docs/results/fuzz/runs.tsv}
 # Every target of the fuzz project unless named (listed when the fuzz step starts, so a
@@ -152,14 +160,16 @@ stream_solved() { # stream_solved RUN_DIR
   python3 -c 'import json, sys; print(sum(json.loads(l)["trajectory"]["outcome"]["phase1_passed"] for l in open(sys.argv[1]) if l.strip()))' "$stream"
 }
 # The calibrations' rules (scripts/interact-hint-calibration.sh,
-# scripts/interact-once-calibration.sh, scripts/interact-guard-calibration.sh), fixed before
+# scripts/interact-once-calibration.sh, scripts/interact-guard-calibration.sh,
+# scripts/interact-fallback-calibration.sh), fixed before
 # each ran: interact-main when the new hint's training stream solved fewer than the old one's
 # 9 of 60; else interact-v2, `-once` when the stream with `--turn-memories-once` solved at
 # least as many as the new hint's without it, `-guard` when the training tasks without memory
-# with `--repeat-guard` solved at least as many as without it. Fails while a stream it needs
+# with `--repeat-guard` solved at least as many as without it, `-fallback` when they did with
+# `--forced-submit-fallback`. Fails while a stream it needs
 # is unfinished.
 adopted_experiment() {
-  local hint once guarded unguarded name=interact-v2
+  local hint once guarded unguarded fallback name=interact-v2
   hint=$(stream_solved runs/interact-hints/train-cosine) || return 1
   echo "queue: the new hint's training stream solved $hint of 60 (the old one's: 9)" >&2
   if [ "$hint" -lt 9 ]; then echo interact-main; return; fi
@@ -170,23 +180,31 @@ adopted_experiment() {
   guarded=$(stream_solved runs/interact-guard/train-none) || return 1
   echo "queue: without memory, with --repeat-guard $guarded of 60 (without: $unguarded)" >&2
   [ "$guarded" -ge "$unguarded" ] && name+=-guard
+  fallback=$(stream_solved runs/interact-fallback/train-none) || return 1
+  echo "queue: without memory, with --forced-submit-fallback $fallback of 60 (without: $unguarded)" >&2
+  [ "$fallback" -ge "$unguarded" ] && name+=-fallback
   echo "$name"
 }
-# The experiment script in run folder runs/NAME (NAME: interact-v2 with `-once` and/or
-# `-guard`), pinned to the commit of the last calibration it follows (that folder's
-# source-commit, copied on first start), with the options its name adopts.
+# The experiment script in run folder runs/NAME (NAME: interact-v2, then any of `-once`,
+# `-guard`, `-fallback` in that order), pinned to the commit of the last calibration it
+# follows (that folder's source-commit, copied on first start), with the options its name
+# adopts.
 continued_experiment() { # continued_experiment NAME STOP_AFTER
-  local name=$1 stop_after=$2 calibration=runs/interact-hints memory_opts="" agent_opts merit
+  local name=$1 stop_after=$2 calibration=runs/interact-hints memory_opts="" agent_opts merit aid
   agent_opts="--fold-repeats --schema-in-opening"
   case $name in
-    interact-v2) ;;
-    interact-v2-once) calibration=runs/interact-once; memory_opts=--turn-memories-once ;;
-    interact-v2-guard) calibration=runs/interact-guard; agent_opts+=" --repeat-guard" ;;
-    interact-v2-once-guard)
-      calibration=runs/interact-guard; memory_opts=--turn-memories-once
-      agent_opts+=" --repeat-guard" ;;
+    interact-v2 | interact-v2-*) ;;
     *) echo "queue: no experiment $name" >&2; return 2 ;;
   esac
+  # The calibrations ran in this order, so the last aid named gives the newest pin.
+  for aid in $(tr '-' ' ' <<< "${name#interact-v2}"); do
+    case $aid in
+      once) calibration=runs/interact-once; memory_opts=--turn-memories-once ;;
+      guard) calibration=runs/interact-guard; agent_opts+=" --repeat-guard" ;;
+      fallback) calibration=runs/interact-fallback; agent_opts+=" --forced-submit-fallback" ;;
+      *) echo "queue: no experiment $name" >&2; return 2 ;;
+    esac
+  done
   if [ ! -f "runs/$name/source-commit" ]; then
     mkdir -p "runs/$name"
     cp "$calibration/source-commit" "runs/$name/source-commit"
@@ -239,7 +257,10 @@ run_step() {
     interact-guard)
       merit=$(pinned runs/interact-guard) || return 1
       MERIT=$merit scripts/interact-guard-calibration.sh ;;
-    interact-v2 | interact-v2-once | interact-v2-guard | interact-v2-once-guard)
+    interact-fallback)
+      merit=$(pinned runs/interact-fallback) || return 1
+      MERIT=$merit scripts/interact-fallback-calibration.sh ;;
+    interact-v2 | interact-v2-*)
       continued_experiment "$step" passk ;;
     interact-adopted)
       local chosen

@@ -26,12 +26,4 @@ mkdir -p "$RUNS" "$RESULTS"
 # shellcheck source=scripts/interact-calibration-common.sh
 source scripts/interact-calibration-common.sh
 
-out="$RUNS/train-none"
-run "$MERIT" interact run "${train_set[@]}" --out "$out" --repeat-guard > /dev/null
-keep_evidence "$out"
-
-report=("$MERIT" interact report --baseline "$BEFORE/train-none" "$BEFORE/train-none" "$out")
-missed=("$MERIT" interact missed "$BEFORE/train-none" "$out"
-  "${train_tasks[@]}")
-{ shown "${report[@]}"; shown "${missed[@]}"; } > "$RESULTS/report.md.tmp"
-mv "$RESULTS/report.md.tmp" "$RESULTS/report.md"
+calibrate_without_memory --repeat-guard

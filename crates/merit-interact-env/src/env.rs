@@ -174,6 +174,8 @@ pub struct Environment<B: InteractBackend, S: UserSimulator> {
     steps: Vec<TrajectoryStep>,
     deleted_knowledge: BTreeSet<i64>,
     passing_phase1_sql: Option<String>,
+    /// The newest `execute` of the current phase that ran without an error or timeout.
+    newest_clean_query: Option<String>,
     opening: String,
     empty_map: AmbiguityMap,
 }
@@ -243,6 +245,7 @@ impl<B: InteractBackend, S: UserSimulator> Environment<B, S> {
             turns: 0,
             steps: Vec::new(),
             passing_phase1_sql: None,
+            newest_clean_query: None,
             opening,
             empty_map: AmbiguityMap::default(),
         })
@@ -280,6 +283,14 @@ impl<B: InteractBackend, S: UserSimulator> Environment<B, S> {
     /// The current phase.
     pub fn phase(&self) -> Phase {
         self.phase
+    }
+
+    /// The SQL of the newest `execute` of the current phase that ran without an error or a
+    /// timeout (rows, no rows, or a statement without rows), if any: what an agent may submit
+    /// when the budget leaves it nothing else (`AgentConfig::forced_submit_fallback` in
+    /// merit-interact). Structured here so that no caller reads it back out of observation text.
+    pub fn newest_clean_query(&self) -> Option<&str> {
+        self.newest_clean_query.as_deref()
     }
 
     /// `true` once the episode has ended.
@@ -500,6 +511,9 @@ impl<B: InteractBackend, S: UserSimulator> Environment<B, S> {
         } else {
             self.backend.query_read_only(sql, &limits)
         };
+        if result.is_ok() {
+            self.newest_clean_query = Some(sql.to_string());
+        }
         Ok(render_execute(result))
     }
 
@@ -655,6 +669,7 @@ impl<B: InteractBackend, S: UserSimulator> Environment<B, S> {
                 let follow_up = self.task.has_follow_up();
                 if follow_up && !forced {
                     self.phase = Phase::Two;
+                    self.newest_clean_query = None;
                     format!(
                         "Correct: phase 1 is solved (reward {PHASE1_REWARD}). Phase 2 begins. The user follows up: {}",
                         self.follow_up_query().unwrap_or_default()

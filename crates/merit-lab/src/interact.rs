@@ -6,7 +6,7 @@
 use crate::stats::BootstrapError;
 use merit_interact::memory::Level;
 use merit_interact::runlog::{read_log, EpisodeRecord, LogError};
-use merit_interact::{Category, EndReason, InjectionRecord};
+use merit_interact::{Category, EndReason, InjectionRecord, Phase};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -114,6 +114,9 @@ pub struct InteractSummary {
     pub episodes_with_three_repeats: usize,
     /// Turns where the repeat guard asked again instead of taking a repeat.
     pub repeats_asked_again: usize,
+    /// Submits the forced-submit fallback made in place of a non-submit under the budget's
+    /// force-submit flag, and those the judge passed.
+    pub fallback_submits: (usize, usize),
     /// Turn-level retrievals: all of them, those that injected a memory, memories injected.
     pub turn_retrievals: (usize, usize, usize),
     /// Episode-level retrievals: all of them, those that injected a memory, memories injected.
@@ -239,12 +242,34 @@ fn summarise_one(
             .flat_map(|r| &r.turns)
             .filter(|t| t.guarded_repeat.is_some())
             .count(),
+        fallback_submits: fallback_submits(&records),
         turn_retrievals: retrievals_at(&records, Level::Turn),
         episode_retrievals: retrievals_at(&records, Level::Episode),
         turn_memories_shown_again: turn_memories_shown_again(
             records.iter().map(|r| r.injections.as_slice()),
         ),
     })
+}
+
+/// Episodes that ended with a fallback submit (it is always the last step: a submit under the
+/// force-submit flag ends the task), and those whose submit passed its phase.
+fn fallback_submits(records: &[EpisodeRecord]) -> (usize, usize) {
+    let ended_so: Vec<&EpisodeRecord> = records
+        .iter()
+        .filter(|r| r.turns.last().is_some_and(|t| t.fallback_submit))
+        .collect();
+    let passed = ended_so
+        .iter()
+        .filter(|r| {
+            let outcome = &r.trajectory.outcome;
+            match r.trajectory.steps.last().map(|step| step.phase) {
+                Some(Phase::One) => outcome.phase1_passed,
+                Some(Phase::Two) => outcome.phase2_passed,
+                None => false,
+            }
+        })
+        .count();
+    (ended_so.len(), passed)
 }
 
 /// Turn memories injected, and those shown again within their episode (one slice of
@@ -506,14 +531,14 @@ pub fn render(summaries: &[InteractSummary]) -> String {
 /// How the agent behaved in each run, as a Markdown table.
 pub fn render_behaviour(summaries: &[InteractSummary]) -> String {
     let mut out = String::from(
-        "| run | solved | budget spent at a submit | refused the forced submit | turn limit | agent call cap | episodes with a submit | steps repeating the one before / all | episodes with ≥ 3 repeats | repeats asked again (guard) | turn retrievals with a memory / all (memories shown) | episode retrievals with a memory / all (memories shown) | turn memories shown again in their episode / shown |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| run | solved | budget spent at a submit | refused the forced submit | turn limit | agent call cap | episodes with a submit | steps repeating the one before / all | episodes with ≥ 3 repeats | repeats asked again (guard) | fallback submits (passed) | turn retrievals with a memory / all (memories shown) | episode retrievals with a memory / all (memories shown) | turn memories shown again in their episode / shown |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for s in summaries {
         let (steps, repeated) = s.repeated_steps;
         let (turn_shown, shown_again) = s.turn_memories_shown_again;
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} / {} ({}) | {} | {} | {} / {} ({}) | {} / {} ({}) | {} / {} ({}) |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} / {} ({}) | {} | {} | {} ({}) | {} / {} ({}) | {} / {} ({}) | {} / {} ({}) |\n",
             s.run,
             s.ends.solved,
             s.ends.budget_exhausted,
@@ -526,6 +551,8 @@ pub fn render_behaviour(summaries: &[InteractSummary]) -> String {
             percent_or_na(repeated, steps),
             s.episodes_with_three_repeats,
             s.repeats_asked_again,
+            s.fallback_submits.0,
+            s.fallback_submits.1,
             s.turn_retrievals.1,
             s.turn_retrievals.0,
             s.turn_retrievals.2,

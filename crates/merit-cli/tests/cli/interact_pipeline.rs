@@ -283,7 +283,11 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
         args.extend(extra.iter().map(|s| s.to_string()));
         args
     };
-    let with_flag = once_args(&["--turn-memories-once", "--repeat-guard"]);
+    let with_flag = once_args(&[
+        "--turn-memories-once",
+        "--repeat-guard",
+        "--forced-submit-fallback",
+    ]);
     merit(
         &with_flag.iter().map(String::as_str).collect::<Vec<_>>(),
         &server,
@@ -296,6 +300,7 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
     .unwrap();
     assert_eq!(settings["memory"]["turn_memories_once"], true);
     assert_eq!(settings["repeat_guard"], true);
+    assert_eq!(settings["forced_submit_fallback"], true);
     for episode in lines(&dir.path().join("once/episodes.jsonl")) {
         let mut shown: Vec<u64> = episode["injections"]
             .as_array()

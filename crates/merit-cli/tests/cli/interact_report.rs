@@ -431,3 +431,83 @@ fn report_counts_the_repeats_the_guard_asked_again() {
     assert_eq!(runs[0]["repeated_steps"], serde_json::json!([8, 6]));
     assert_eq!(runs[1]["repeats_asked_again"], 0);
 }
+
+/// Runs its query once, then looks at the schema until the budget is gone.
+struct ExecuteThenLook(&'static str);
+
+impl ChatModel for ExecuteThenLook {
+    fn id(&self) -> String {
+        "test:execute-then-look".into()
+    }
+    fn chat(&self, request: &ChatRequest) -> Result<ChatReply, ModelError> {
+        let text = if request.messages.len() <= 2 {
+            format!("Thought: try it.\nAction: execute('{}')", self.0)
+        } else {
+            "Thought: look again.\nAction: get_schema()".to_string()
+        };
+        Ok(ChatReply {
+            text,
+            ..Submitter(self.0).chat(request)?
+        })
+    }
+}
+
+#[test]
+fn report_counts_the_fallback_submits_and_those_that_passed() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids: Vec<String> = (1..=2).map(|n| format!("alien_98{n:02}")).collect();
+    let file = dir.path().join("tasks.jsonl");
+    let lines: Vec<String> = ids.iter().map(|id| task(id).to_string()).collect();
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let set = TaskSet::load(&file, &mini_root()).unwrap();
+    let right = "SELECT COUNT(*) FROM observatories WHERE airtempc > 20";
+    let wrong = "SELECT COUNT(*) FROM observatories";
+    let mut dirs = Vec::new();
+    for (name, sql, fallback) in [
+        ("plain", right, false),
+        ("right", right, true),
+        ("wrong", wrong, true),
+    ] {
+        let agent = ReactAgent::new(
+            Arc::new(ExecuteThenLook(sql)),
+            AgentConfig {
+                forced_submit_fallback: fallback,
+                ..AgentConfig::default()
+            },
+        );
+        let out = dir.path().join(name);
+        run_agent(&set, &ids, &out, &agent);
+        dirs.push(out);
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_merit"))
+        .args(["interact", "report", "--json"])
+        .args(&dirs)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let runs = report["runs"].as_array().unwrap();
+    let fallbacks: Vec<&serde_json::Value> =
+        runs.iter().map(|run| &run["fallback_submits"]).collect();
+    assert_eq!(
+        fallbacks,
+        [
+            &serde_json::json!([0, 0]),
+            &serde_json::json!([2, 2]),
+            &serde_json::json!([2, 0])
+        ]
+    );
+    assert_eq!(runs[0]["ends"]["submit_refused"], 2);
+    // The behaviour table shows them too.
+    let output = Command::new(env!("CARGO_BIN_EXE_merit"))
+        .args(["interact", "report"])
+        .args(&dirs)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(text.contains("fallback submits (passed)"), "{text}");
+}

@@ -110,6 +110,17 @@ pub struct AgentConfig {
     /// the model writes); the repair loop's guard of the same name does the same for SQL.
     #[serde(default)]
     pub repeat_guard: bool,
+    /// When the budget is spent (the environment's force-submit flag is up) and the model's
+    /// next action is not a submit, submit the phase's newest query that ran without an
+    /// error instead ([`Environment::newest_clean_query`]); with no such query the action is
+    /// taken as written and the environment ends the task unsubmitted. Under the flag any
+    /// non-submit ends the task as failed, so the fallback can only turn such an ending
+    /// into a submission: an episode it changes was lost without it. Off by default (the
+    /// protocol's agent takes whatever the model writes).
+    ///
+    /// [`Environment::newest_clean_query`]: crate::env::Environment::newest_clean_query
+    #[serde(default)]
+    pub forced_submit_fallback: bool,
     /// Show the database schema with the opening message. BIRD-Interact's agent starts
     /// without it and must spend a `get_schema()`; small models that copy their last turn
     /// then often ask for the schema again and again. Off by default (the protocol's form).
@@ -150,6 +161,7 @@ impl Default for AgentConfig {
             tool_calls: ToolCallMode::Auto,
             fold_repeats: false,
             repeat_guard: false,
+            forced_submit_fallback: false,
             schema_in_opening: false,
             style: AgentStyle::React,
             temperature: 0.0,
@@ -200,6 +212,10 @@ pub struct AgentTurn {
     /// repeated an earlier one and was not taken; `reply` is its answer when asked again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guarded_repeat: Option<String>,
+    /// With [`AgentConfig::forced_submit_fallback`]: the budget was spent, the reply's action
+    /// was not a submit, and the phase's newest clean query was submitted in its place.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fallback_submit: bool,
 }
 
 /// Why the agent loop stopped.
@@ -611,12 +627,26 @@ impl ReactAgent {
             if !known {
                 usage.unreadable_replies += 1;
             }
+            // The forced-submit fallback: under the flag anything but a submit ends the task
+            // unsubmitted, so the phase's newest clean query goes in its place.
+            let mut fallback_submit = false;
+            if self.config.forced_submit_fallback
+                && env.budget().force_submit()
+                && !parsed.action.is_submit()
+            {
+                if let Some(sql) = env.newest_clean_query() {
+                    parsed.action = crate::action::ActionCall::submit(sql);
+                    fallback_submit = true;
+                }
+            }
+            let known = known || fallback_submit;
             turns.push(AgentTurn {
                 turn: turns.len() + 1,
                 reply: reply.text.clone(),
                 parse: parsed.kind,
                 tool_call: tool_call.clone(),
                 guarded_repeat,
+                fallback_submit,
             });
             let step_action = parsed.action.clone();
             let repeated = known && taken.contains(&step_action);

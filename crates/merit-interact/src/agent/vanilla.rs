@@ -84,6 +84,7 @@ impl ReactAgent {
                 parse: kind,
                 tool_call: None,
                 guarded_repeat: None,
+                fallback_submit: false,
             });
             let phase = env.phase();
             env.step_with_thought(ActionCall::submit(sql), None)?;

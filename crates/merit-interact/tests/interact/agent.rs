@@ -150,6 +150,75 @@ fn garbage_with_a_small_budget_ends_by_the_forced_submit() {
     assert_eq!(result.stop, AgentStop::EpisodeEnded);
 }
 
+/// A model that runs `queries` first, then writes nothing readable until the budget is gone,
+/// on a small-budget task whose answer is `SELECT COUNT(*) FROM observatories`.
+fn spend_the_budget_after(queries: &[&str], fallback: bool) -> merit_interact::EpisodeResult {
+    let (_dir, set) = custom_tasks(&[json!({
+        "instance_id": "alien_9109", "selected_database": "alien",
+        "amb_user_query": "Count observatories.",
+        "sol_sql": ["SELECT COUNT(*) FROM observatories"], "category": "Query"
+    })]);
+    let config = EnvConfig {
+        patience: 0,
+        ..EnvConfig::default()
+    };
+    let mut env = environment(&set, "alien_9109", ScriptedSimulator::default(), config);
+    let mut replies: Vec<String> = queries
+        .iter()
+        .map(|sql| format!("Thought: try.\nAction: execute('{sql}')"))
+        .collect();
+    replies.push("nothing useful".into());
+    let model = ScriptedModel::replies("spender", replies);
+    let agent = ReactAgent::new(
+        model,
+        AgentConfig {
+            forced_submit_fallback: fallback,
+            ..AgentConfig::default()
+        },
+    );
+    agent.run(&mut env).unwrap()
+}
+
+#[test]
+fn the_forced_submit_fallback_submits_the_newest_clean_query() {
+    let clean = "SELECT COUNT(*) FROM observatories";
+    let queries = [clean, "SELECT nothing FROM nowhere"];
+    // Without it the budget runs out and the next unreadable reply ends the task unsubmitted.
+    let plain = spend_the_budget_after(&queries, false);
+    assert_eq!(plain.trajectory.outcome.end, EndReason::SubmitRefused);
+    assert!(plain.turns.iter().all(|turn| !turn.fallback_submit));
+    // With it the reply under the flag is replaced by a submit of the newest query that ran
+    // without an error (the erroring one came later and is passed over).
+    let fallback = spend_the_budget_after(&queries, true);
+    let outcome = &fallback.trajectory.outcome;
+    assert!(outcome.phase1_passed, "{outcome:?}");
+    assert_eq!(fallback.turns.len(), plain.turns.len());
+    let (last_turn, last_step) = (
+        fallback.turns.last().unwrap(),
+        fallback.trajectory.steps.last().unwrap(),
+    );
+    assert!(last_turn.fallback_submit);
+    assert_eq!(last_turn.reply, "nothing useful");
+    assert!(last_step.action.is_submit());
+    assert_eq!(last_step.action.args, vec![clean.to_string()]);
+    assert_eq!(
+        fallback.turns.iter().filter(|t| t.fallback_submit).count(),
+        1
+    );
+    // Every turn before the flag is the plain run's.
+    assert_eq!(
+        fallback.trajectory.steps[..plain.trajectory.steps.len() - 1],
+        plain.trajectory.steps[..plain.trajectory.steps.len() - 1]
+    );
+}
+
+#[test]
+fn the_forced_submit_fallback_leaves_a_task_without_a_clean_query_as_it_was() {
+    let result = spend_the_budget_after(&["SELECT nothing FROM nowhere"], true);
+    assert_eq!(result.trajectory.outcome.end, EndReason::SubmitRefused);
+    assert!(result.turns.iter().all(|turn| !turn.fallback_submit));
+}
+
 #[test]
 fn the_agent_turn_cap_holds_even_when_the_environment_allows_more() {
     let (_dir, set) = custom_tasks(&[warm_task("alien_9104", false)]);

@@ -46,6 +46,10 @@ pub struct AgentBudgetArgs {
     /// more with a note (the repeat is not taken and costs no budget; text protocol only).
     #[arg(long)]
     pub repeat_guard: bool,
+    /// When the budget is spent and the model's next action is not a submit (which ends the
+    /// task unsubmitted), submit the phase's newest query that ran without an error instead.
+    #[arg(long)]
+    pub forced_submit_fallback: bool,
     /// Show the schema with the opening message (a deviation from BIRD-Interact, whose agent
     /// must spend a `get_schema()` first).
     #[arg(long)]
@@ -61,6 +65,7 @@ impl AgentBudgetArgs {
             max_tokens: self.max_tokens,
             fold_repeats: self.fold_repeats,
             repeat_guard: self.repeat_guard,
+            forced_submit_fallback: self.forced_submit_fallback,
             schema_in_opening: self.schema_in_opening,
             ..AgentConfig::default()
         }

@@ -345,6 +345,7 @@ fn check_run_settings(args: &InteractRunArgs, model_id: &str, simulator_id: &str
     for (name, on) in [
         ("fold_repeats", args.budget.fold_repeats),
         ("repeat_guard", args.budget.repeat_guard),
+        ("forced_submit_fallback", args.budget.forced_submit_fallback),
         ("schema_in_opening", args.budget.schema_in_opening),
     ] {
         if on {
