@@ -30,6 +30,32 @@ impl ChatModel for Submitter {
     }
 }
 
+/// Two copies of [`task`] (alien_9801, alien_9802) in a task file of a new directory.
+fn two_tasks() -> (tempfile::TempDir, Vec<String>, TaskSet) {
+    let dir = tempfile::tempdir().unwrap();
+    let ids: Vec<String> = vec!["alien_9801".into(), "alien_9802".into()];
+    let file = dir.path().join("tasks.jsonl");
+    let lines: Vec<String> = ids.iter().map(|id| task(id).to_string()).collect();
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let set = TaskSet::load(&file, &mini_root()).unwrap();
+    (dir, ids, set)
+}
+
+/// `merit interact report --json` over `runs`, which must succeed.
+fn report_json(runs: &[impl AsRef<std::ffi::OsStr>]) -> serde_json::Value {
+    let output = Command::new(env!("CARGO_BIN_EXE_merit"))
+        .args(["interact", "report", "--json"])
+        .args(runs)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
 fn mini_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/interact/mini-interact")
 }
@@ -311,12 +337,7 @@ impl ChatModel for ExecutesThenSubmits {
 
 #[test]
 fn missed_counts_passing_queries_that_were_never_submitted() {
-    let dir = tempfile::tempdir().unwrap();
-    let ids: Vec<String> = vec!["alien_9801".into(), "alien_9802".into()];
-    let file = dir.path().join("tasks.jsonl");
-    let lines: Vec<String> = ids.iter().map(|id| task(id).to_string()).collect();
-    std::fs::write(&file, lines.join("\n")).unwrap();
-    let set = TaskSet::load(&file, &mini_root()).unwrap();
+    let (dir, ids, set) = two_tasks();
     let right = "SELECT COUNT(*) FROM observatories WHERE airtempc > 20";
     let wrong = "SELECT COUNT(*) FROM observatories";
     let arms = [
@@ -335,7 +356,7 @@ fn missed_counts_passing_queries_that_were_never_submitted() {
     }
     let output = Command::new(env!("CARGO_BIN_EXE_merit"))
         .args(["interact", "missed", "--json", "--tasks"])
-        .arg(&file)
+        .arg(dir.path().join("tasks.jsonl"))
         .arg("--db-root")
         .arg(mini_root())
         .args(
@@ -394,12 +415,7 @@ fn missed_counts_passing_queries_that_were_never_submitted() {
 
 #[test]
 fn report_counts_the_repeats_the_guard_asked_again() {
-    let dir = tempfile::tempdir().unwrap();
-    let ids: Vec<String> = (1..=2).map(|n| format!("alien_98{n:02}")).collect();
-    let file = dir.path().join("tasks.jsonl");
-    let lines: Vec<String> = ids.iter().map(|id| task(id).to_string()).collect();
-    std::fs::write(&file, lines.join("\n")).unwrap();
-    let set = TaskSet::load(&file, &mini_root()).unwrap();
+    let (dir, ids, set) = two_tasks();
     let wrong = "SELECT COUNT(*) FROM observatories";
     let guarded = dir.path().join("guarded");
     let agent = ReactAgent::new(
@@ -412,18 +428,7 @@ fn report_counts_the_repeats_the_guard_asked_again() {
     run_agent(&set, &ids, &guarded, &agent);
     let plain = dir.path().join("plain");
     run(&set, &ids, &plain, wrong);
-    let output = Command::new(env!("CARGO_BIN_EXE_merit"))
-        .args(["interact", "report", "--json"])
-        .arg(&guarded)
-        .arg(&plain)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let report = report_json(&[&guarded, &plain]);
     let runs = report["runs"].as_array().unwrap();
     // Four failed submits a task until the budget is gone: each of the three repeats was
     // asked again first (and, the scripted model being stubborn, then taken).
@@ -454,12 +459,7 @@ impl ChatModel for ExecuteThenLook {
 
 #[test]
 fn report_counts_the_fallback_submits_and_those_that_passed() {
-    let dir = tempfile::tempdir().unwrap();
-    let ids: Vec<String> = (1..=2).map(|n| format!("alien_98{n:02}")).collect();
-    let file = dir.path().join("tasks.jsonl");
-    let lines: Vec<String> = ids.iter().map(|id| task(id).to_string()).collect();
-    std::fs::write(&file, lines.join("\n")).unwrap();
-    let set = TaskSet::load(&file, &mini_root()).unwrap();
+    let (dir, ids, set) = two_tasks();
     let right = "SELECT COUNT(*) FROM observatories WHERE airtempc > 20";
     let wrong = "SELECT COUNT(*) FROM observatories";
     let mut dirs = Vec::new();
@@ -479,17 +479,7 @@ fn report_counts_the_fallback_submits_and_those_that_passed() {
         run_agent(&set, &ids, &out, &agent);
         dirs.push(out);
     }
-    let output = Command::new(env!("CARGO_BIN_EXE_merit"))
-        .args(["interact", "report", "--json"])
-        .args(&dirs)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let report = report_json(&dirs);
     let runs = report["runs"].as_array().unwrap();
     let fallbacks: Vec<&serde_json::Value> =
         runs.iter().map(|run| &run["fallback_submits"]).collect();

@@ -357,6 +357,26 @@ impl ChatModel for CountingHints {
     }
 }
 
+/// Episode-level training from a fresh selector as `spec` says, the agent on `model`.
+fn one_update(spec: EpisodeTraining<'_>, model: Arc<dyn ChatModel>) {
+    let mut trainer = PpoTrainer::new(
+        SelectorConfig::new(Level::Episode, 5),
+        PpoConfig::default(),
+        3,
+    )
+    .unwrap();
+    let agent = ReactAgent::new(model, AgentConfig::default());
+    train_episode_selector(
+        &spec,
+        &mut trainer,
+        &agent,
+        sqlite_backend,
+        |_| ScriptedSimulator::default(),
+        |_| {},
+    )
+    .unwrap();
+}
+
 #[test]
 fn episode_training_can_run_with_turn_memory_as_evaluation_does() {
     let (_dir, set, train_ids, memory) = training_setup(20..24);
@@ -367,35 +387,22 @@ fn episode_training_can_run_with_turn_memory_as_evaluation_does() {
     let mut hints_seen = Vec::new();
     for turn_selector in [None, Some(&CosineSelector::default())] {
         let model = Arc::new(CountingHints(Default::default()));
-        let mut trainer = PpoTrainer::new(
-            SelectorConfig::new(Level::Episode, 5),
-            PpoConfig::default(),
-            3,
-        )
-        .unwrap();
-        let agent = ReactAgent::new(model.clone(), AgentConfig::default());
-        let spec = EpisodeTraining {
-            set: &set,
-            instance_ids: &train_ids,
-            memory: &memory,
-            embedder: &Words,
-            turn_selector: turn_selector.map(|s| s as &dyn merit_interact::memory::Selector),
-            retrieval: RetrievalConfig::default(),
-            turn_memories_once: false,
-            env: EnvConfig::default(),
-            updates: 1,
-            batch: 4,
-            seed: 11,
-        };
-        train_episode_selector(
-            &spec,
-            &mut trainer,
-            &agent,
-            sqlite_backend,
-            |_| ScriptedSimulator::default(),
-            |_| {},
-        )
-        .unwrap();
+        one_update(
+            EpisodeTraining {
+                set: &set,
+                instance_ids: &train_ids,
+                memory: &memory,
+                embedder: &Words,
+                turn_selector: turn_selector.map(|s| s as &dyn merit_interact::memory::Selector),
+                retrieval: RetrievalConfig::default(),
+                turn_memories_once: false,
+                env: EnvConfig::default(),
+                updates: 1,
+                batch: 4,
+                seed: 11,
+            },
+            model.clone(),
+        );
         hints_seen.push(model.0.load(std::sync::atomic::Ordering::SeqCst));
     }
     assert_eq!(hints_seen[0], 0, "no turn memory unless asked for");
@@ -527,36 +534,23 @@ fn episode_training_rollouts_show_each_turn_memory_once_when_asked() {
     );
     let mut runs = Vec::new();
     for turn_memories_once in [false, true] {
-        let mut trainer = PpoTrainer::new(
-            SelectorConfig::new(Level::Episode, 5),
-            PpoConfig::default(),
-            3,
-        )
-        .unwrap();
-        let agent = ReactAgent::new(Arc::new(Wander), AgentConfig::default());
         let turns = RecordingTurns::default();
-        let spec = EpisodeTraining {
-            set: &set,
-            instance_ids: &train_ids,
-            memory: &memory,
-            embedder: &Words,
-            turn_selector: Some(&turns),
-            retrieval: RetrievalConfig::default(),
-            turn_memories_once,
-            env: EnvConfig::default(),
-            updates: 1,
-            batch: 3,
-            seed: 11,
-        };
-        train_episode_selector(
-            &spec,
-            &mut trainer,
-            &agent,
-            sqlite_backend,
-            |_| ScriptedSimulator::default(),
-            |_| {},
-        )
-        .unwrap();
+        one_update(
+            EpisodeTraining {
+                set: &set,
+                instance_ids: &train_ids,
+                memory: &memory,
+                embedder: &Words,
+                turn_selector: Some(&turns),
+                retrieval: RetrievalConfig::default(),
+                turn_memories_once,
+                env: EnvConfig::default(),
+                updates: 1,
+                batch: 3,
+                seed: 11,
+            },
+            Arc::new(Wander),
+        );
         runs.push(turns.calls.into_inner().unwrap());
     }
     let (plain, once) = (&runs[0], &runs[1]);
