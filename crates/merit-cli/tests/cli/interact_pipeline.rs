@@ -286,6 +286,8 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
     let with_flag = once_args(&[
         "--turn-memories-once",
         "--repeat-guard",
+        "--repeat-guard-temperature",
+        "0.5",
         "--forced-submit-fallback",
     ]);
     merit(
@@ -301,6 +303,7 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
     assert_eq!(settings["memory"]["turn_memories_once"], true);
     assert_eq!(settings["repeat_guard"], true);
     assert_eq!(settings["forced_submit_fallback"], true);
+    assert_eq!(settings["repeat_guard_temperature"], 0.5);
     for episode in lines(&dir.path().join("once/episodes.jsonl")) {
         let mut shown: Vec<u64> = episode["injections"]
             .as_array()

@@ -110,6 +110,14 @@ pub struct AgentConfig {
     /// the model writes); the repair loop's guard of the same name does the same for SQL.
     #[serde(default)]
     pub repeat_guard: bool,
+    /// Sampling temperature of the repeat guard's second call; 0 (the default) keeps it as
+    /// greedy as the others. Under greedy decoding the 1.5B agent answered the note with the
+    /// same repeat in 122 of its first 126 re-asks (the guard calibration's first 15
+    /// training episodes), so a sampled second call (seeded with
+    /// [`AgentConfig::sample_seed`], part of the reply-cache key, so it replays exactly) is
+    /// the way to make the re-ask differ. Only the re-ask is sampled.
+    #[serde(default)]
+    pub repeat_guard_temperature: f32,
     /// When the budget is spent (the environment's force-submit flag is up) and the model's
     /// next action is not a submit, submit the phase's newest query that ran without an
     /// error instead ([`Environment::newest_clean_query`]); with no such query the action is
@@ -161,6 +169,7 @@ impl Default for AgentConfig {
             tool_calls: ToolCallMode::Auto,
             fold_repeats: false,
             repeat_guard: false,
+            repeat_guard_temperature: 0.0,
             forced_submit_fallback: false,
             schema_in_opening: false,
             style: AgentStyle::React,
@@ -599,6 +608,9 @@ impl ReactAgent {
                     .map(|step| (step.turn, step.observation.clone()));
                 let (earlier_turn, earlier_observation) = earlier.unwrap_or_default();
                 let mut again = request.clone();
+                if self.config.repeat_guard_temperature > 0.0 {
+                    again.decoding.temperature = self.config.repeat_guard_temperature;
+                }
                 again.messages.push(ChatMessage::assistant(history_text(
                     &reply.text,
                     Some(&parsed.action),

@@ -969,3 +969,48 @@ fn a_second_repeat_is_taken_as_it_comes() {
     let seen = model.seen();
     assert!(!request_text(&seen[3]).contains("Not taken"));
 }
+
+#[test]
+fn the_repeat_guard_can_sample_its_second_call() {
+    let (_dir, set) = custom_tasks(&[warm_task("alien_9112", false)]);
+    let solve = "Action: submit(\"SELECT COUNT(*) FROM observatories WHERE airtempc > 20\")";
+    let look = "Thought: the tables.\nAction: get_schema()";
+    let run = |temperature: f32| {
+        let mut env = environment(
+            &set,
+            "alien_9112",
+            ScriptedSimulator::default(),
+            EnvConfig::default(),
+        );
+        // Greedy, it reads the schema again and again; sampled, it moves on to the answer.
+        let model = ScriptedModel::new("stubborn", move |request, _| {
+            Ok(if request.decoding.temperature > 0.0 {
+                solve.to_string()
+            } else {
+                look.to_string()
+            })
+        });
+        let agent = ReactAgent::new(
+            model.clone(),
+            AgentConfig {
+                repeat_guard: true,
+                repeat_guard_temperature: temperature,
+                sample_seed: 7,
+                ..AgentConfig::default()
+            },
+        );
+        (agent.run(&mut env).unwrap(), model.seen())
+    };
+    let (sampled, seen) = run(0.7);
+    assert!(sampled.trajectory.outcome.phase1_passed);
+    assert_eq!(sampled.turns[1].guarded_repeat.as_deref(), Some(look));
+    // Only the re-ask was sampled, with the run's seed.
+    let temperatures: Vec<f32> = seen.iter().map(|r| r.decoding.temperature).collect();
+    assert_eq!(temperatures, [0.0, 0.0, 0.7]);
+    assert_eq!(seen[2].decoding.seed, 7);
+    // Greedy (the default), the re-ask repeats and the repeat is taken.
+    let (greedy, seen) = run(0.0);
+    assert!(!greedy.trajectory.outcome.phase1_passed);
+    assert!(seen.iter().all(|r| r.decoding.temperature == 0.0));
+    assert!(greedy.turns.iter().any(|t| t.guarded_repeat.is_some()));
+}

@@ -46,6 +46,11 @@ pub struct AgentBudgetArgs {
     /// more with a note (the repeat is not taken and costs no budget; text protocol only).
     #[arg(long)]
     pub repeat_guard: bool,
+    /// Sampling temperature of the repeat guard's second call (0: greedy, as every other
+    /// call; greedy, a small model mostly writes the same repeat again). Seeded with
+    /// --sample-seed where the command has it.
+    #[arg(long, default_value_t = 0.0, requires = "repeat_guard")]
+    pub repeat_guard_temperature: f32,
     /// When the budget is spent and the model's next action is not a submit (which ends the
     /// task unsubmitted), submit the phase's newest query that ran without an error instead.
     #[arg(long)]
@@ -65,6 +70,7 @@ impl AgentBudgetArgs {
             max_tokens: self.max_tokens,
             fold_repeats: self.fold_repeats,
             repeat_guard: self.repeat_guard,
+            repeat_guard_temperature: self.repeat_guard_temperature,
             forced_submit_fallback: self.forced_submit_fallback,
             schema_in_opening: self.schema_in_opening,
             ..AgentConfig::default()

@@ -302,6 +302,10 @@ fn check_run_options(args: &InteractRunArgs) -> Result<()> {
     if !(args.temperature.is_finite() && (0.0..=2.0).contains(&args.temperature)) {
         bail!("--temperature {} is outside 0 to 2", args.temperature);
     }
+    let guard_temperature = args.budget.repeat_guard_temperature;
+    if !(guard_temperature.is_finite() && (0.0..=2.0).contains(&guard_temperature)) {
+        bail!("--repeat-guard-temperature {guard_temperature} is outside 0 to 2");
+    }
     if args.agent == AgentArg::Vanilla && (args.memory.memory.is_some() || args.demos.is_some()) {
         bail!("--agent vanilla takes no --memory or --demos: the baseline sees only the schema and the request");
     }
@@ -353,6 +357,10 @@ fn check_run_settings(args: &InteractRunArgs, model_id: &str, simulator_id: &str
         }
     }
     // Recorded only when on, for the same reason.
+    if args.budget.repeat_guard_temperature > 0.0 {
+        settings["repeat_guard_temperature"] =
+            serde_json::json!(args.budget.repeat_guard_temperature);
+    }
     if args.temperature > 0.0 {
         settings["sampling"] =
             serde_json::json!({"temperature": args.temperature, "seed": args.sample_seed});
