@@ -6,7 +6,7 @@
 #   setsid nohup scripts/experiments-queue.sh >> runs/queue.log 2>&1 &
 #
 # Steps (STEPS; the default order is calibration-memory calibration-dense repair
-# interact-memory interact-hints interact-once interact-guard interact-fallback interact-adopted live fuzz repair-posthoc
+# interact-memory interact-hints interact-once interact-guard interact-guard-sampled interact-fallback interact-adopted live fuzz repair-posthoc
 # calibration-aliases interact-rest-adopted, what each is below; a finished step is passed over in minutes):
 #   calibration-memory  scripts/repair-calibration.sh on a 150-question Spider *train* slice,
 #                  MERIT with the paper's precedent view against `--precedents change` (issue 16:
@@ -61,16 +61,22 @@
 #                  without memory with `--repeat-guard` (a word-for-word repeat is not taken;
 #                  the model is asked once more), against the same tasks without it;
 #                  runs/interact-guard pins its own binary
+#   interact-guard-sampled (2026-12-06) scripts/interact-guard-sampled-calibration.sh: the
+#                  same with the guard's re-ask sampled (`--repeat-guard-temperature 0.7`;
+#                  greedy, the re-ask repeated again in 122 of the first 126);
+#                  runs/interact-guard-sampled pins its own binary
 #   interact-fallback (2026-12-05) scripts/interact-fallback-calibration.sh: the training
 #                  tasks without memory with `--forced-submit-fallback` (under the budget's
 #                  force-submit flag a non-submit is replaced by a submit of the phase's newest
 #                  clean query), against the same tasks without it; a replay of that run's
 #                  model calls from the reply cache up to the flag; runs/interact-fallback pins
 #                  its own binary
-#   interact-v2-<aids> (not in the default; aids among once, guard, fallback, in that order)
+#   interact-v2-<aids> (not in the default; aids among once, guard or sguard, fallback, in
+#                  that order, which is the order the calibrations ran in)
 #                  interact-v2 with what the later calibrations adopted: `-once` runs every
 #                  memory arm with MEMORY_OPTS=--turn-memories-once, `-guard` every arm with
-#                  `--repeat-guard` added to AGENT_OPTS, `-fallback` every arm with
+#                  `--repeat-guard` added to AGENT_OPTS (`-sguard`: with
+#                  `--repeat-guard-temperature 0.7`), `-fallback` every arm with
 #                  `--forced-submit-fallback`; runs/<name>, results to
 #                  docs/results/interact/<name without interact->, pinned to the commit of the
 #                  last calibration they follow (a training stream or no-memory run identical
@@ -80,7 +86,8 @@
 #                  one's 9 of 60; else interact-v2, with `-once` when the training stream with
 #                  `--turn-memories-once` solved at least as many as the new hint's without it,
 #                  and `-guard` when the training tasks without memory with `--repeat-guard`
-#                  solved at least as many as without it (12 of 60), and `-fallback` when
+#                  solved at least as many as without it (12 of 60), `-sguard` instead when
+#                  the sampled guard's run solved at least as many as both, and `-fallback` when
 #                  those tasks with `--forced-submit-fallback` did; stops without running any
 #                  while a calibration stream it needs is unfinished
 #   interact-rest-<name> (not in the default) that experiment's script to its end
@@ -94,7 +101,7 @@
 #
 # Each model step runs a binary pinned in its own run folder when the step first starts
 # (scripts/pin-binary.sh: runs/repair-dev, runs/repair-calibration-memory,
-# runs/repair-calibration-dense, runs/repair-calibration-aliases, runs/interact, runs/interact-hints, runs/interact-once, runs/interact-guard, runs/interact-fallback, runs/interact-v2*,
+# runs/repair-calibration-dense, runs/repair-calibration-aliases, runs/interact, runs/interact-hints, runs/interact-once, runs/interact-guard, runs/interact-guard-sampled, runs/interact-fallback, runs/interact-v2*,
 # runs/pins/live-dev), for the reason the
 # dev run gives: target/release may be rebuilt and machines replaced while a step lasts, and a
 # resumed step must run the code it started with (the folder's source-commit names it, so
@@ -110,7 +117,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-STEPS=${STEPS:-calibration-memory calibration-dense repair interact-memory interact-hints interact-once interact-guard interact-fallback interact-adopted live fuzz repair-posthoc calibration-aliases interact-rest-adopted}
+STEPS=${STEPS:-calibration-memory calibration-dense repair interact-memory interact-hints interact-once interact-guard interact-guard-sampled interact-fallback interact-adopted live fuzz repair-posthoc calibration-aliases interact-rest-adopted}
 FUZZ_SECONDS=${FUZZ_SECONDS:-1800}
 FUZZ_LOG=${FUZZ_LOG:-docs/results/fuzz/runs.tsv}
 # Every target of the fuzz project unless named (listed when the fuzz step starts, so a
@@ -161,15 +168,17 @@ stream_solved() { # stream_solved RUN_DIR
 }
 # The calibrations' rules (scripts/interact-hint-calibration.sh,
 # scripts/interact-once-calibration.sh, scripts/interact-guard-calibration.sh,
-# scripts/interact-fallback-calibration.sh), fixed before
+# scripts/interact-guard-sampled-calibration.sh, scripts/interact-fallback-calibration.sh),
+# fixed before
 # each ran: interact-main when the new hint's training stream solved fewer than the old one's
 # 9 of 60; else interact-v2, `-once` when the stream with `--turn-memories-once` solved at
 # least as many as the new hint's without it, `-guard` when the training tasks without memory
-# with `--repeat-guard` solved at least as many as without it, `-fallback` when they did with
+# with `--repeat-guard` solved at least as many as without it (`-sguard` instead when those
+# tasks with the sampled guard solved at least as many as both), `-fallback` when they did with
 # `--forced-submit-fallback`. Fails while a stream it needs
 # is unfinished.
 adopted_experiment() {
-  local hint once guarded unguarded fallback name=interact-v2
+  local hint once guarded unguarded sampled fallback name=interact-v2
   hint=$(stream_solved runs/interact-hints/train-cosine) || return 1
   echo "queue: the new hint's training stream solved $hint of 60 (the old one's: 9)" >&2
   if [ "$hint" -lt 9 ]; then echo interact-main; return; fi
@@ -179,14 +188,20 @@ adopted_experiment() {
   unguarded=$(stream_solved runs/interact-hints/train-none) || return 1
   guarded=$(stream_solved runs/interact-guard/train-none) || return 1
   echo "queue: without memory, with --repeat-guard $guarded of 60 (without: $unguarded)" >&2
-  [ "$guarded" -ge "$unguarded" ] && name+=-guard
+  sampled=$(stream_solved runs/interact-guard-sampled/train-none) || return 1
+  echo "queue: without memory, with the sampled guard $sampled of 60" >&2
+  if [ "$sampled" -ge "$unguarded" ] && [ "$sampled" -ge "$guarded" ]; then
+    name+=-sguard
+  elif [ "$guarded" -ge "$unguarded" ]; then
+    name+=-guard
+  fi
   fallback=$(stream_solved runs/interact-fallback/train-none) || return 1
   echo "queue: without memory, with --forced-submit-fallback $fallback of 60 (without: $unguarded)" >&2
   [ "$fallback" -ge "$unguarded" ] && name+=-fallback
   echo "$name"
 }
 # The experiment script in run folder runs/NAME (NAME: interact-v2, then any of `-once`,
-# `-guard`, `-fallback` in that order), pinned to the commit of the last calibration it
+# `-guard` or `-sguard`, `-fallback` in that order), pinned to the commit of the last calibration it
 # follows (that folder's source-commit, copied on first start), with the options its name
 # adopts.
 continued_experiment() { # continued_experiment NAME STOP_AFTER
@@ -201,6 +216,9 @@ continued_experiment() { # continued_experiment NAME STOP_AFTER
     case $aid in
       once) calibration=runs/interact-once; memory_opts=--turn-memories-once ;;
       guard) calibration=runs/interact-guard; agent_opts+=" --repeat-guard" ;;
+      sguard)
+        calibration=runs/interact-guard-sampled
+        agent_opts+=" --repeat-guard --repeat-guard-temperature 0.7" ;;
       fallback) calibration=runs/interact-fallback; agent_opts+=" --forced-submit-fallback" ;;
       *) echo "queue: no experiment $name" >&2; return 2 ;;
     esac
@@ -257,6 +275,9 @@ run_step() {
     interact-guard)
       merit=$(pinned runs/interact-guard) || return 1
       MERIT=$merit scripts/interact-guard-calibration.sh ;;
+    interact-guard-sampled)
+      merit=$(pinned runs/interact-guard-sampled) || return 1
+      MERIT=$merit scripts/interact-guard-sampled-calibration.sh ;;
     interact-fallback)
       merit=$(pinned runs/interact-fallback) || return 1
       MERIT=$merit scripts/interact-fallback-calibration.sh ;;
