@@ -23,3 +23,43 @@ impl From<StatusArg> for Status {
         }
     }
 }
+
+/// Parses a sampling temperature, refusing what no backend samples sensibly: a value that is
+/// not a finite number from 0 (greedy) to 2.
+pub fn sampling_temperature(text: &str) -> Result<f32, String> {
+    let temperature: f32 = text
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number"))?;
+    if !(temperature.is_finite() && (0.0..=2.0).contains(&temperature)) {
+        return Err(format!("{text} is outside 0 to 2"));
+    }
+    Ok(temperature)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sampling_temperature;
+
+    #[test]
+    fn sampling_temperatures_outside_zero_to_two_are_refused() {
+        assert_eq!(sampling_temperature("0.7"), Ok(0.7));
+        assert_eq!(sampling_temperature("0"), Ok(0.0));
+        assert_eq!(sampling_temperature("2"), Ok(2.0));
+        assert_eq!(
+            sampling_temperature("2.5"),
+            Err("2.5 is outside 0 to 2".into())
+        );
+        assert_eq!(
+            sampling_temperature("-0.1"),
+            Err("-0.1 is outside 0 to 2".into())
+        );
+        assert_eq!(
+            sampling_temperature("NaN"),
+            Err("NaN is outside 0 to 2".into())
+        );
+        assert_eq!(
+            sampling_temperature("warm"),
+            Err("`warm` is not a number".into())
+        );
+    }
+}

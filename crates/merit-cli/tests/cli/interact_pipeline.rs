@@ -977,7 +977,9 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(
-        !refused.status.success() && stderr.contains("--temperature 9"),
+        !refused.status.success()
+            && stderr.contains("--temperature")
+            && stderr.contains("9 is outside 0 to 2"),
         "{stderr}"
     );
 

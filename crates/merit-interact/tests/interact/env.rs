@@ -122,6 +122,33 @@ fn query_task(id: &str, gold: &str, follow_up: Option<serde_json::Value>) -> ser
 
 const CLEAR_COUNT: &str = "SELECT COUNT(*) FROM observatories WHERE weathprofile = 'Clear'";
 
+/// The forced-submit fallback submits `newest_clean_query`: a query that failed must not
+/// replace it, and phase 2 must not inherit phase 1's (it answers another request).
+#[test]
+fn the_newest_clean_query_skips_failures_and_starts_again_in_phase_2() {
+    let follow_up = json!({
+        "query": "Now count the cloudy ones.",
+        "sol_sql": ["SELECT COUNT(*) FROM observatories WHERE weathprofile = 'Cloudy'"],
+        "category": "Query", "conditions": {"order": false}
+    });
+    let (_dir, set) = one_task(query_task("alien_902", CLEAR_COUNT, Some(follow_up)));
+    let mut env = environment(&set, "alien_902", silent(), EnvConfig::default());
+    assert_eq!(env.newest_clean_query(), None);
+    env.step(ActionCall::execute("SELECT COUNT(*) FROM observatories"))
+        .unwrap();
+    env.step(ActionCall::execute("SELECT nothing FROM nowhere"))
+        .unwrap();
+    assert_eq!(
+        env.newest_clean_query(),
+        Some("SELECT COUNT(*) FROM observatories")
+    );
+    env.step(ActionCall::submit(CLEAR_COUNT)).unwrap();
+    assert_eq!(env.phase(), Phase::Two);
+    assert_eq!(env.newest_clean_query(), None);
+    env.step(ActionCall::execute("SELECT 2")).unwrap();
+    assert_eq!(env.newest_clean_query(), Some("SELECT 2"));
+}
+
 #[test]
 fn judging_a_query_for_analysis_leaves_the_episode_as_it_was() {
     let (_dir, set) = one_task(query_task("alien_901", CLEAR_COUNT, None));

@@ -49,7 +49,7 @@ pub struct AgentBudgetArgs {
     /// Sampling temperature of the repeat guard's second call (0: greedy, as every other
     /// call; greedy, a small model mostly writes the same repeat again). Seeded with
     /// --sample-seed where the command has it.
-    #[arg(long, default_value_t = 0.0, requires = "repeat_guard")]
+    #[arg(long, default_value_t = 0.0, requires = "repeat_guard", value_parser = crate::args::sampling_temperature)]
     pub repeat_guard_temperature: f32,
     /// When the budget is spent and the model's next action is not a submit (which ends the
     /// task unsubmitted), submit the phase's newest query that ran without an error instead.

@@ -71,7 +71,7 @@ pub struct InteractRunArgs {
     /// Sample the agent's replies at this temperature (default 0: greedy). With several
     /// `--sample-seed`s, the runs are the independent tries of Pass@k (`merit interact report
     /// --pass-at-k`).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = crate::args::sampling_temperature)]
     pub(super) temperature: f32,
     /// The sampling seed of every agent call (with `--temperature` above 0).
     #[arg(long, default_value_t = 0)]

@@ -299,13 +299,6 @@ fn check_run_options(args: &InteractRunArgs) -> Result<()> {
     if args.simulator == SimulatorArg::Human && args.parallel > 1 {
         bail!("--simulator human answers one episode at a time: drop --parallel");
     }
-    if !(args.temperature.is_finite() && (0.0..=2.0).contains(&args.temperature)) {
-        bail!("--temperature {} is outside 0 to 2", args.temperature);
-    }
-    let guard_temperature = args.budget.repeat_guard_temperature;
-    if !(guard_temperature.is_finite() && (0.0..=2.0).contains(&guard_temperature)) {
-        bail!("--repeat-guard-temperature {guard_temperature} is outside 0 to 2");
-    }
     if args.agent == AgentArg::Vanilla && (args.memory.memory.is_some() || args.demos.is_some()) {
         bail!("--agent vanilla takes no --memory or --demos: the baseline sees only the schema and the request");
     }
