@@ -120,18 +120,26 @@ fn query_task(id: &str, gold: &str, follow_up: Option<serde_json::Value>) -> ser
     record
 }
 
+/// A phase-2 request for the alien tasks: count the cloudy observatories.
+fn cloudy_follow_up() -> serde_json::Value {
+    json!({
+        "query": "Now count the cloudy ones.",
+        "sol_sql": ["SELECT COUNT(*) FROM observatories WHERE weathprofile = 'Cloudy'"],
+        "category": "Query", "conditions": {"order": false}
+    })
+}
+
 const CLEAR_COUNT: &str = "SELECT COUNT(*) FROM observatories WHERE weathprofile = 'Clear'";
 
 /// The forced-submit fallback submits `newest_clean_query`: a query that failed must not
 /// replace it, and phase 2 must not inherit phase 1's (it answers another request).
 #[test]
 fn the_newest_clean_query_skips_failures_and_starts_again_in_phase_2() {
-    let follow_up = json!({
-        "query": "Now count the cloudy ones.",
-        "sol_sql": ["SELECT COUNT(*) FROM observatories WHERE weathprofile = 'Cloudy'"],
-        "category": "Query", "conditions": {"order": false}
-    });
-    let (_dir, set) = one_task(query_task("alien_902", CLEAR_COUNT, Some(follow_up)));
+    let (_dir, set) = one_task(query_task(
+        "alien_902",
+        CLEAR_COUNT,
+        Some(cloudy_follow_up()),
+    ));
     let mut env = environment(&set, "alien_902", silent(), EnvConfig::default());
     assert_eq!(env.newest_clean_query(), None);
     env.step(ActionCall::execute("SELECT COUNT(*) FROM observatories"))
@@ -299,12 +307,7 @@ impl UserSimulator for Recorder {
 
 #[test]
 fn passing_phase_1_reveals_the_follow_up_and_phase_2_earns_the_rest() {
-    let follow_up = json!({
-        "query": "Now count the cloudy ones.",
-        "sol_sql": ["SELECT COUNT(*) FROM observatories WHERE weathprofile = 'Cloudy'"],
-        "category": "Query", "conditions": {"order": false}
-    });
-    let mut record = query_task("alien_900", CLEAR_COUNT, Some(follow_up));
+    let mut record = query_task("alien_900", CLEAR_COUNT, Some(cloudy_follow_up()));
     record["query"] = json!("How many observatories report Clear weather?");
     record["user_query_ambiguity"]["critical_ambiguity"] = json!([{"term": "clear weather", "sql_snippet": "weathprofile = 'Clear'", "is_mask": false, "type": "schema_linking_ambiguity"}]);
     let (_dir, set) = one_task(record);
