@@ -34,6 +34,24 @@ impl At<'_> {
     }
 }
 
+/// The records of a JSON Lines text: each non-blank line parsed, with where it stands (line
+/// numbers count the blank lines, as an editor does).
+pub(crate) fn records<'a>(
+    text: &'a str,
+    path: &'a Path,
+) -> impl Iterator<Item = Result<(At<'a>, Value), LoadError>> + 'a {
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(move |(index, line)| {
+            let at = At {
+                path,
+                line: index + 1,
+            };
+            parse(line, path, at.line).map(|value| (at, value))
+        })
+}
+
 /// Parses one JSON document, keeping only the position of a syntax error.
 pub(crate) fn parse(text: &str, path: &Path, line: usize) -> Result<Value, LoadError> {
     serde_json::from_str(text).map_err(|error| LoadError::Json {

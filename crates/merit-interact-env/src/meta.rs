@@ -213,15 +213,8 @@ fn load_column_meanings(path: &Path) -> Result<Map<String, Value>, LoadError> {
 fn load_knowledge(path: &Path) -> Result<Vec<KnowledgeEntry>, LoadError> {
     let text = json::read_text(path)?;
     let mut entries = Vec::new();
-    for (index, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let at = At {
-            path,
-            line: index + 1,
-        };
-        let value = json::parse(line, path, index + 1)?;
+    for record in json::records(&text, path) {
+        let (at, value) = record?;
         let map = json::object(&value, at, "(record)")?;
         let id = json::opt_int(map, "id", at, "")?.ok_or_else(|| at.field("id", "is missing"))?;
         entries.push(KnowledgeEntry {

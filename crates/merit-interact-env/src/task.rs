@@ -275,20 +275,13 @@ impl TaskSet {
     pub fn load(tasks_file: &Path, db_root: &Path) -> Result<TaskSet, LoadError> {
         let text = json::read_text(tasks_file)?;
         let mut set = TaskSet::default();
-        for (index, line) in text.lines().enumerate() {
-            if line.trim().is_empty() {
-                continue;
-            }
-            let at = At {
-                path: tasks_file,
-                line: index + 1,
-            };
-            let value = json::parse(line, tasks_file, index + 1)?;
+        for record in json::records(&text, tasks_file) {
+            let (at, value) = record?;
             let task = parse_task(&value, at)?;
             if set.index.contains_key(task.instance_id()) {
                 return Err(LoadError::DuplicateTask {
                     path: tasks_file.to_path_buf(),
-                    line: index + 1,
+                    line: at.line,
                     instance_id: task.instance_id().to_string(),
                 });
             }
@@ -350,15 +343,8 @@ impl TaskSet {
     pub fn merge_ground_truth(&mut self, path: &Path) -> Result<MergeReport, LoadError> {
         let text = json::read_text(path)?;
         let mut records = Vec::new();
-        for (index, line) in text.lines().enumerate() {
-            if line.trim().is_empty() {
-                continue;
-            }
-            let at = At {
-                path,
-                line: index + 1,
-            };
-            let value = json::parse(line, path, index + 1)?;
+        for record in json::records(&text, path) {
+            let (at, value) = record?;
             let map = json::object(&value, at, "(record)")?;
             let id = json::req_str(map, "instance_id", at, "")?;
             records.push((id, parse_truth(map, at)?));
