@@ -15,7 +15,9 @@ use merit_interact::{
 use merit_learn::selector::{
     decision_shift, LearnedSelector, PpoConfig, PpoTrainer, SelectionExample, SelectorConfig,
 };
-use merit_learn::train::{train_episode_selector, turn_examples, EpisodeTraining, UpdateRecord};
+use merit_learn::train::{
+    train_episode_selector, turn_examples, EpisodeTraining, EpisodeTrainingOutcome, UpdateRecord,
+};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -168,8 +170,6 @@ fn train(
         learning_rate: 1e-2,
         ..PpoConfig::default()
     };
-    let mut trainer = PpoTrainer::new(SelectorConfig::new(Level::Episode, 5), ppo, 3).unwrap();
-    let agent = ReactAgent::new(Arc::new(Model), AgentConfig::default());
     let spec = EpisodeTraining {
         set,
         instance_ids: ids,
@@ -183,15 +183,7 @@ fn train(
         batch: 16,
         seed: 11,
     };
-    let outcome = train_episode_selector(
-        &spec,
-        &mut trainer,
-        &agent,
-        sqlite_backend,
-        |_| ScriptedSimulator::default(),
-        |_| {},
-    )
-    .unwrap();
+    let (trainer, outcome) = train_from_scratch(&spec, ppo, Arc::new(Model));
     (trainer, outcome.records, outcome.examples)
 }
 
@@ -357,17 +349,16 @@ impl ChatModel for CountingHints {
     }
 }
 
-/// Episode-level training from a fresh selector as `spec` says, the agent on `model`.
-fn one_update(spec: EpisodeTraining<'_>, model: Arc<dyn ChatModel>) {
-    let mut trainer = PpoTrainer::new(
-        SelectorConfig::new(Level::Episode, 5),
-        PpoConfig::default(),
-        3,
-    )
-    .unwrap();
+/// Episode-level training of a fresh selector as `spec` says, the agent on `model`.
+fn train_from_scratch(
+    spec: &EpisodeTraining<'_>,
+    ppo: PpoConfig,
+    model: Arc<dyn ChatModel>,
+) -> (PpoTrainer, EpisodeTrainingOutcome) {
+    let mut trainer = PpoTrainer::new(SelectorConfig::new(Level::Episode, 5), ppo, 3).unwrap();
     let agent = ReactAgent::new(model, AgentConfig::default());
-    train_episode_selector(
-        &spec,
+    let outcome = train_episode_selector(
+        spec,
         &mut trainer,
         &agent,
         sqlite_backend,
@@ -375,6 +366,12 @@ fn one_update(spec: EpisodeTraining<'_>, model: Arc<dyn ChatModel>) {
         |_| {},
     )
     .unwrap();
+    (trainer, outcome)
+}
+
+/// [`train_from_scratch`] with the default PPO settings, for what the rollouts show.
+fn one_update(spec: EpisodeTraining<'_>, model: Arc<dyn ChatModel>) {
+    train_from_scratch(&spec, PpoConfig::default(), model);
 }
 
 #[test]
