@@ -112,8 +112,9 @@ pub struct InteractSummary {
     pub repeated_steps: (usize, usize),
     /// Episodes with three or more such repeats.
     pub episodes_with_three_repeats: usize,
-    /// Turns where the repeat guard asked again instead of taking a repeat.
-    pub repeats_asked_again: usize,
+    /// Turns where the repeat guard asked again instead of taking a repeat, and those whose
+    /// second reply repeated an earlier action all the same (then taken: the guard asks once).
+    pub repeats_asked_again: (usize, usize),
     /// Submits the forced-submit fallback made in place of a non-submit under the budget's
     /// force-submit flag, and those the judge passed.
     pub fallback_submits: (usize, usize),
@@ -237,11 +238,7 @@ fn summarise_one(
             records.iter().map(repeats_in).sum(),
         ),
         episodes_with_three_repeats: records.iter().filter(|r| repeats_in(r) >= 3).count(),
-        repeats_asked_again: records
-            .iter()
-            .flat_map(|r| &r.turns)
-            .filter(|t| t.guarded_repeat.is_some())
-            .count(),
+        repeats_asked_again: guard_reasks(&records),
         fallback_submits: fallback_submits(&records),
         turn_retrievals: retrievals_at(&records, Level::Turn),
         episode_retrievals: retrievals_at(&records, Level::Episode),
@@ -249,6 +246,29 @@ fn summarise_one(
             records.iter().map(|r| r.injections.as_slice()),
         ),
     })
+}
+
+/// The repeat guard's re-asks, and those answered with a repeat again. A turn's step is the
+/// one the environment numbered with the same turn (every agent turn takes one step).
+fn guard_reasks(records: &[EpisodeRecord]) -> (usize, usize) {
+    let mut asked = 0;
+    let mut repeated_anyway = 0;
+    for record in records {
+        let steps = &record.trajectory.steps;
+        for turn in record.turns.iter().filter(|t| t.guarded_repeat.is_some()) {
+            asked += 1;
+            let Some(at) = steps.iter().position(|step| step.turn == turn.turn) else {
+                continue;
+            };
+            if steps[..at]
+                .iter()
+                .any(|step| step.action == steps[at].action)
+            {
+                repeated_anyway += 1;
+            }
+        }
+    }
+    (asked, repeated_anyway)
 }
 
 /// Episodes that ended with a fallback submit (it is always the last step: a submit under the
@@ -531,14 +551,14 @@ pub fn render(summaries: &[InteractSummary]) -> String {
 /// How the agent behaved in each run, as a Markdown table.
 pub fn render_behaviour(summaries: &[InteractSummary]) -> String {
     let mut out = String::from(
-        "| run | solved | budget spent at a submit | refused the forced submit | turn limit | agent call cap | episodes with a submit | steps repeating the one before / all | episodes with ≥ 3 repeats | repeats asked again (guard) | fallback submits (passed) | turn retrievals with a memory / all (memories shown) | episode retrievals with a memory / all (memories shown) | turn memories shown again in their episode / shown |\n\
+        "| run | solved | budget spent at a submit | refused the forced submit | turn limit | agent call cap | episodes with a submit | steps repeating the one before / all | episodes with ≥ 3 repeats | repeats asked again by the guard (repeated anyway) | fallback submits (passed) | turn retrievals with a memory / all (memories shown) | episode retrievals with a memory / all (memories shown) | turn memories shown again in their episode / shown |\n\
          |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for s in summaries {
         let (steps, repeated) = s.repeated_steps;
         let (turn_shown, shown_again) = s.turn_memories_shown_again;
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} / {} ({}) | {} | {} | {} ({}) | {} / {} ({}) | {} / {} ({}) | {} / {} ({}) |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} / {} ({}) | {} | {} ({}) | {} ({}) | {} / {} ({}) | {} / {} ({}) | {} / {} ({}) |\n",
             s.run,
             s.ends.solved,
             s.ends.budget_exhausted,
@@ -550,7 +570,8 @@ pub fn render_behaviour(summaries: &[InteractSummary]) -> String {
             steps,
             percent_or_na(repeated, steps),
             s.episodes_with_three_repeats,
-            s.repeats_asked_again,
+            s.repeats_asked_again.0,
+            s.repeats_asked_again.1,
             s.fallback_submits.0,
             s.fallback_submits.1,
             s.turn_retrievals.1,

@@ -428,13 +428,63 @@ fn report_counts_the_repeats_the_guard_asked_again() {
     run_agent(&set, &ids, &guarded, &agent);
     let plain = dir.path().join("plain");
     run(&set, &ids, &plain, wrong);
-    let report = report_json(&[&guarded, &plain]);
+    let gave_way = dir.path().join("gave-way");
+    let agent = ReactAgent::new(
+        Arc::new(GivesWayWhenAskedAgain(wrong)),
+        AgentConfig {
+            repeat_guard: true,
+            ..AgentConfig::default()
+        },
+    );
+    run_agent(&set, &ids, &gave_way, &agent);
+    let report = report_json(&[&guarded, &plain, &gave_way]);
     let runs = report["runs"].as_array().unwrap();
     // Four failed submits a task until the budget is gone: each of the three repeats was
     // asked again first (and, the scripted model being stubborn, then taken).
-    assert_eq!(runs[0]["repeats_asked_again"], 6);
+    assert_eq!(runs[0]["repeats_asked_again"], serde_json::json!([6, 6]));
     assert_eq!(runs[0]["repeated_steps"], serde_json::json!([8, 6]));
-    assert_eq!(runs[1]["repeats_asked_again"], 0);
+    assert_eq!(runs[1]["repeats_asked_again"], serde_json::json!([0, 0]));
+    // Asked again, this model runs a query it has not run before: no repeat is taken.
+    let [asked, anyway] = [0, 1].map(|i| runs[2]["repeats_asked_again"][i].as_u64().unwrap());
+    assert!(asked > 0 && anyway == 0, "{}", runs[2]);
+    let table = Command::new(env!("CARGO_BIN_EXE_merit"))
+        .args(["interact", "report"])
+        .arg(&guarded)
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        table.contains("repeats asked again by the guard (repeated anyway)")
+            && table.contains("| 6 (6) |"),
+        "{table}"
+    );
+}
+
+/// Submits the same wrong query, but answers the repeat guard's note with a query it has not
+/// run before.
+struct GivesWayWhenAskedAgain(&'static str);
+
+impl ChatModel for GivesWayWhenAskedAgain {
+    fn id(&self) -> String {
+        "test:gives-way".into()
+    }
+    fn chat(&self, request: &ChatRequest) -> Result<ChatReply, ModelError> {
+        let asked_again = request
+            .messages
+            .last()
+            .is_some_and(|m| m.content.starts_with("(Not taken:"));
+        let reply = Submitter(self.0).chat(request)?;
+        if !asked_again {
+            return Ok(reply);
+        }
+        Ok(ChatReply {
+            text: format!(
+                "Thought: something else.\nAction: execute('SELECT {}')",
+                request.messages.len()
+            ),
+            ..reply
+        })
+    }
 }
 
 /// Runs its query once, then looks at the schema until the budget is gone.
