@@ -22,12 +22,16 @@ shown() { # shown COMMAND...: the command as a reader would type it, then its ou
 # calibrate_without_memory OPTION...: the training tasks without memory with OPTION (an agent
 # aid) in $RUNS/train-none, against the same tasks without it ($BEFORE/train-none): evidence
 # and $RESULTS/report.md (the arms report with the pairing, and `merit interact missed`).
+# ALSO_RUNS (space-separated run folders, optional): earlier calibrations the rule compares
+# with too, reported between the two.
 calibrate_without_memory() {
-  local out="$RUNS/train-none"
+  local out="$RUNS/train-none" also
+  read -r -a also <<< "${ALSO_RUNS:-}"
   run "$MERIT" interact run "${train_set[@]}" --out "$out" "$@" > /dev/null
   keep_evidence "$out"
-  local report=("$MERIT" interact report --baseline "$BEFORE/train-none" "$BEFORE/train-none" "$out")
-  local missed=("$MERIT" interact missed "$BEFORE/train-none" "$out" "${train_tasks[@]}")
+  local report=("$MERIT" interact report --baseline "$BEFORE/train-none" "$BEFORE/train-none"
+    "${also[@]}" "$out")
+  local missed=("$MERIT" interact missed "$BEFORE/train-none" "${also[@]}" "$out" "${train_tasks[@]}")
   { shown "${report[@]}"; shown "${missed[@]}"; } > "$RESULTS/report.md.tmp"
   mv "$RESULTS/report.md.tmp" "$RESULTS/report.md"
 }

@@ -26,4 +26,5 @@ mkdir -p "$RUNS" "$RESULTS"
 # shellcheck source=scripts/interact-calibration-common.sh
 source scripts/interact-calibration-common.sh
 
-calibrate_without_memory --repeat-guard --repeat-guard-temperature 0.7
+ALSO_RUNS=${ALSO_RUNS:-runs/interact-guard/train-none} \
+  calibrate_without_memory --repeat-guard --repeat-guard-temperature 0.7
