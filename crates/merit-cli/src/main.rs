@@ -98,8 +98,64 @@ fn main() -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", error_line(&error));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The error and its causes on one line, as `{:#}` prints them, but without a cause whose text
+/// the message before it already holds: most of our error types quote their source in their
+/// message (`cannot read FILE: REASON`) and return it from `source()` too, so the reason would
+/// otherwise be printed twice.
+fn error_line(error: &anyhow::Error) -> String {
+    let mut line = String::new();
+    let mut previous = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if !previous.is_empty() && previous.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+        previous = text;
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_line;
+
+    /// Quotes its source in its message and returns it from `source()`, as thiserror's
+    /// `#[error("...: {source}")]` does.
+    #[derive(Debug)]
+    struct Unreadable(std::io::Error);
+
+    impl std::fmt::Display for Unreadable {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "cannot read tasks.jsonl: {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Unreadable {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn a_cause_the_message_already_quotes_is_printed_once() {
+        let missing = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let error =
+            anyhow::Error::new(Unreadable(missing)).context("cannot load the tasks of tasks.jsonl");
+        assert_eq!(
+            error_line(&error),
+            "cannot load the tasks of tasks.jsonl: cannot read tasks.jsonl: no such file"
+        );
+        let plain = anyhow::anyhow!("disk full").context("cannot write report.md");
+        assert_eq!(error_line(&plain), "cannot write report.md: disk full");
     }
 }
