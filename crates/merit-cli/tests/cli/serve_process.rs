@@ -145,6 +145,7 @@ fn acknowledged_feedback_survives_kill_9_under_load() {
     let acknowledged: Arc<Mutex<Vec<(u64, Value)>>> = Arc::new(Mutex::new(Vec::new()));
     for trial in 0..20u64 {
         let (mut child, address) = start(&config, &models, &cache);
+        let before = acknowledged.lock().unwrap().len();
         let stop = Arc::new(AtomicBool::new(false));
         let clients: Vec<_> = (0..4u64)
             .map(|client| {
@@ -165,6 +166,15 @@ fn acknowledged_feedback_survives_kill_9_under_load() {
                 })
             })
             .collect();
+        // The kill comes at a different moment of each trial, counted from when the load is
+        // under way (two feedbacks acknowledged in this trial), so that a busy machine, slow to
+        // answer the first requests, still kills a server under load.
+        let under_way = std::time::Instant::now();
+        while acknowledged.lock().unwrap().len() < before + 2
+            && under_way.elapsed() < Duration::from_secs(60)
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         std::thread::sleep(Duration::from_millis(150 + (trial * 53) % 250));
         child.kill().unwrap();
         child.wait().unwrap();
