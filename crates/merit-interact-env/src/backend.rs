@@ -14,7 +14,7 @@
 
 use crate::error::InteractError;
 use crate::judge::Cell;
-use merit_sql::{Database, Dialect, ExecError, ExecLimits, ScratchConnection, SqliteDatabase};
+use merit_sql::{Database, Dialect, ExecError, ExecLimits, SqliteDatabase};
 use std::path::{Path, PathBuf};
 
 /// A result as the environment sees it.
@@ -238,20 +238,7 @@ impl InteractBackend for SqliteBackend {
     }
 
     fn query_read_only(&mut self, sql: &str, limits: &ExecLimits) -> Result<Rows, ExecError> {
-        let result = self.reader()?.query(sql, limits)?;
-        let mut rows = Vec::with_capacity(result.rows.len());
-        for row in result.rows {
-            let mut cells = Vec::with_capacity(row.len());
-            for value in row {
-                cells.push(strict_cell(value)?);
-            }
-            rows.push(cells);
-        }
-        Ok(Rows {
-            columns: result.columns,
-            rows,
-            truncated: result.truncated,
-        })
+        strict_rows(self.reader()?.query(sql, limits)?)
     }
 
     fn run_writable(
@@ -266,7 +253,10 @@ impl InteractBackend for SqliteBackend {
             SqliteDatabase::open_scratch(&self.working, *limits).map_err(|e| fail(0, e))?;
         let mut last = Rows::default();
         for (index, sql) in statements.iter().enumerate() {
-            last = run_one_writable(&mut connection, sql).map_err(|e| fail(index, e))?;
+            last = connection
+                .execute(sql)
+                .and_then(strict_rows)
+                .map_err(|e| fail(index, e))?;
         }
         Ok(last)
     }
@@ -295,9 +285,8 @@ fn strict_cell(value: merit_sql::Value) -> Result<Cell, ExecError> {
     }
 }
 
-/// Runs one statement on a scratch connection and converts its values strictly.
-fn run_one_writable(connection: &mut ScratchConnection, sql: &str) -> Result<Rows, ExecError> {
-    let result = connection.execute(sql)?;
+/// A result set with every value converted strictly ([`strict_cell`]).
+fn strict_rows(result: merit_sql::ResultSet) -> Result<Rows, ExecError> {
     let mut rows = Vec::with_capacity(result.rows.len());
     for row in result.rows {
         let mut cells = Vec::with_capacity(row.len());
