@@ -116,6 +116,10 @@
 # it over this one is safe: the running queue keeps reading the old one.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# One line per embedded-model call in this log (prompt tokens, those reused from the KV cache,
+# prompt and generation time): the guard calibration's re-asks at 7-10k prompt tokens took two
+# to three minutes each, and these lines say whether prefix reuse or long context costs that.
+export MERIT_LOG=${MERIT_LOG:-merit_models=debug}
 
 STEPS=${STEPS:-calibration-memory calibration-dense repair interact-memory interact-hints interact-once interact-guard interact-guard-sampled interact-fallback interact-adopted live fuzz repair-posthoc calibration-aliases interact-rest-adopted}
 FUZZ_SECONDS=${FUZZ_SECONDS:-1800}
