@@ -417,26 +417,25 @@ fn missed_counts_passing_queries_that_were_never_submitted() {
 fn report_counts_the_repeats_the_guard_asked_again() {
     let (dir, ids, set) = two_tasks();
     let wrong = "SELECT COUNT(*) FROM observatories";
-    let guarded = dir.path().join("guarded");
-    let agent = ReactAgent::new(
-        Arc::new(Submitter(wrong)),
-        AgentConfig {
+    let with_guard = |model: Arc<dyn ChatModel>| {
+        let config = AgentConfig {
             repeat_guard: true,
             ..AgentConfig::default()
-        },
+        };
+        ReactAgent::new(model, config)
+    };
+    let guarded = dir.path().join("guarded");
+    run_agent(
+        &set,
+        &ids,
+        &guarded,
+        &with_guard(Arc::new(Submitter(wrong))),
     );
-    run_agent(&set, &ids, &guarded, &agent);
     let plain = dir.path().join("plain");
     run(&set, &ids, &plain, wrong);
     let gave_way = dir.path().join("gave-way");
-    let agent = ReactAgent::new(
-        Arc::new(GivesWayWhenAskedAgain(wrong)),
-        AgentConfig {
-            repeat_guard: true,
-            ..AgentConfig::default()
-        },
-    );
-    run_agent(&set, &ids, &gave_way, &agent);
+    let gives_way = with_guard(Arc::new(GivesWayWhenAskedAgain(wrong)));
+    run_agent(&set, &ids, &gave_way, &gives_way);
     let report = report_json(&[&guarded, &plain, &gave_way]);
     let runs = report["runs"].as_array().unwrap();
     // Four failed submits a task until the budget is gone: each of the three repeats was
