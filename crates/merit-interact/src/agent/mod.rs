@@ -680,7 +680,8 @@ impl ReactAgent {
                     &step_action,
                     folded_repeats,
                     earlier_observation.as_deref(),
-                    &cut_chars(&step.observation, self.config.observation_chars),
+                    &step.observation,
+                    self.config.observation_chars,
                 );
                 let index = messages.len() - 1;
                 if let Some(last) = messages.last_mut() {
@@ -753,13 +754,17 @@ impl ReactAgent {
 /// greedy decoding a small model that sees its own turn repeated once tends to repeat it
 /// forever (each copy makes the next more likely); folding keeps the conversation as it was
 /// before the repeat and adds a numbered note to its last message, so the model is asked
-/// again with the repeat pointed out instead of shown. The result is given again unless it
-/// is the earlier one word for word apart from the budget line.
+/// again with the repeat pointed out instead of shown. The result is given again (cut to
+/// `observation_chars`, as every observation in the prompt) unless it is the earlier one word
+/// for word apart from the budget line. The two are compared whole: compared after the cut
+/// (until 2026-12-06), a result longer than the cut never matched, and each repeat of a large
+/// query added its 2,000 characters to the prompt again.
 pub fn fold_note(
     action: &crate::action::ActionCall,
     repeat: usize,
     earlier_observation: Option<&str>,
     observation: &str,
+    observation_chars: usize,
 ) -> String {
     let call = parse::render_turn("", action);
     let call = call.trim_start_matches("Action: ");
@@ -773,7 +778,7 @@ pub fn fold_note(
             .unwrap_or("");
         format!("The result was the same as before. {budget}")
     } else {
-        format!("Its result:\n{observation}")
+        format!("Its result:\n{}", cut_chars(observation, observation_chars))
     };
     format!(
         "(Note {repeat}: you then took `{call}` again, which you had already done in this task. {} Do not repeat an action: take a different one, e.g. write or fix a query with execute, ask the user, or submit.)",

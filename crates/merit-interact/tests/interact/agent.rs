@@ -530,17 +530,49 @@ fn a_changed_result_is_shown_in_the_fold_note() {
         1,
         Some("rows\n[Budget: 3/5 left.]"),
         "rows\n[Budget: 2/5 left.]",
+        100,
     );
     assert!(
         same.contains("same as before. [Budget: 2/5 left.]"),
         "{same}"
     );
-    let changed = merit_interact::agent::fold_note(&action, 2, Some("a"), "b\n[Budget: 1/5 left.]");
+    let changed =
+        merit_interact::agent::fold_note(&action, 2, Some("a"), "b\n[Budget: 1/5 left.]", 100);
     assert!(
         changed.contains("Its result:\nb\n[Budget: 1/5 left.]"),
         "{changed}"
     );
     assert!(changed.starts_with("(Note 2: you then took `get_schema()` again"));
+}
+
+/// A result longer than the prompt's cut is compared whole: the same long result is not shown
+/// again, a changed one is shown cut.
+#[test]
+fn a_long_unchanged_result_is_not_shown_again_in_the_fold_note() {
+    let action = merit_interact::action::ActionCall::execute("SELECT * FROM t");
+    let rows = "1|a\n".repeat(100);
+    let same = merit_interact::agent::fold_note(
+        &action,
+        1,
+        Some(&format!("{rows}[Budget: 3/5 left.]")),
+        &format!("{rows}[Budget: 2/5 left.]"),
+        50,
+    );
+    assert!(
+        same.contains("same as before. [Budget: 2/5 left.]") && !same.contains("1|a"),
+        "{same}"
+    );
+    let changed = merit_interact::agent::fold_note(
+        &action,
+        2,
+        Some(&format!("{rows}[Budget: 3/5 left.]")),
+        &format!("2|b\n{rows}[Budget: 1/5 left.]"),
+        50,
+    );
+    assert!(
+        changed.contains("Its result:\n2|b\n") && changed.contains("(cut: the observation"),
+        "{changed}"
+    );
 }
 
 #[test]
