@@ -1,8 +1,9 @@
 //! The experiment scripts the long runs depend on, each on a scratch copy of the project:
 //! `scripts/checkpoint.sh`, which carries the run folders and the reply cache across machines
 //! (saves are deterministic and leave out what the script says; a restore brings back only
-//! what is missing, never over a newer local file), and `scripts/experiments-queue.sh`'s
-//! pinning (a step whose binary cannot be pinned stops instead of running another build), and
+//! what is missing, never over a newer local file), `scripts/experiments-queue.sh`'s
+//! pinning (a step whose binary cannot be pinned stops instead of running another build) and
+//! its choice of the interact experiment the calibrations' rules adopt (name, options, pin), and
 //! `scripts/repair-dev-run.sh`'s wall-clock record (only a resumption that logs episodes adds a
 //! line, so restarting a finished run leaves its committed `wall.txt` as it was).
 
@@ -159,8 +160,20 @@ fn a_reply_cache_over_the_limit_is_left_out_with_a_message() {
 /// records the binary it was given. Returns the queue's exit success, its output and what the
 /// step recorded.
 fn queue_live_step(mode: &str) -> (bool, String, Option<String>) {
+    let scratch = queue_scratch(mode);
+    scratch.write_script(
+        "scripts/live-dev-run.sh",
+        "echo \"MERIT=${MERIT:-unset}\" > step-ran\n",
+    );
+    let (ok, text) = run_queue(&scratch, "live");
+    (ok, text, scratch.read("step-ran"))
+}
+
+/// A scratch project for the queue: checkpoints stubbed out (the queue restores and saves them
+/// around its steps; not what these tests look at) and a stand-in `pin-binary.sh` (`mode`:
+/// `fail` exits 1, `missing` prints a path with nothing there, `ok` pins an executable).
+fn queue_scratch(mode: &str) -> Scratch {
     let scratch = Scratch::new();
-    // The queue restores and saves checkpoints around its steps; not what this tests.
     scratch.write_script("scripts/checkpoint.sh", "exit 0\n");
     scratch.write_script(
         "scripts/pin-binary.sh",
@@ -170,10 +183,11 @@ fn queue_live_step(mode: &str) -> (bool, String, Option<String>) {
              echo \"$1/merit\" ;;\nesac\n"
         ),
     );
-    scratch.write_script(
-        "scripts/live-dev-run.sh",
-        "echo \"MERIT=${MERIT:-unset}\" > step-ran\n",
-    );
+    scratch
+}
+
+/// Runs the queue on `steps`; returns its exit success and its output.
+fn run_queue(scratch: &Scratch, steps: &str) -> (bool, String) {
     // Output to a file, not a pipe: were the queue to leave its checkpoint timer running, a
     // pipe would stay open until it ended; `status` returns when the queue itself exits.
     let log = scratch.root.join("queue.log");
@@ -181,14 +195,115 @@ fn queue_live_step(mode: &str) -> (bool, String, Option<String>) {
     let started = std::time::Instant::now();
     let status = Command::new("bash")
         .arg(scratch.root.join("scripts/experiments-queue.sh"))
-        .env("STEPS", "live")
+        .env("STEPS", steps)
         .stdout(file.try_clone().unwrap())
         .stderr(file)
         .status()
         .unwrap();
     assert!(started.elapsed() < std::time::Duration::from_secs(60));
-    let text = std::fs::read_to_string(&log).unwrap();
-    (status.success(), text, scratch.read("step-ran"))
+    (status.success(), std::fs::read_to_string(&log).unwrap())
+}
+
+/// Phase-1 results of the calibrations `interact-adopted` reads, as `(folder, solved, logged)`
+/// (60 logged: finished), each folder with a source commit named after it.
+fn write_calibrations(scratch: &Scratch, runs: &[(&str, usize, usize)]) {
+    for &(folder, solved, logged) in runs {
+        let episodes: String = (0..logged)
+            .map(|i| {
+                format!(
+                    "{{\"trajectory\":{{\"outcome\":{{\"phase1_passed\":{}}}}}}}\n",
+                    i < solved
+                )
+            })
+            .collect();
+        scratch.write(&format!("{folder}/episodes.jsonl"), &episodes);
+        let calibration = Path::new(folder).parent().unwrap();
+        let commit = calibration.file_name().unwrap().to_string_lossy();
+        scratch.write(
+            &format!("{}/source-commit", calibration.display()),
+            &format!("{commit}\n"),
+        );
+    }
+}
+
+/// The queue's `interact-adopted` step on calibrations with these phase-1 counts (hint, once,
+/// no guard, greedy guard, sampled guard, fallback; the sampled guard's run `logged` lines
+/// long): the queue's success and output, and the experiment script's settings (or None).
+fn adopted_step(solved: [usize; 6], sampled_logged: usize) -> (bool, String, Option<String>) {
+    let scratch = queue_scratch("ok");
+    scratch.write_script(
+        "scripts/interact-experiments.sh",
+        "echo \"RUNS=$RUNS RESULTS=$RESULTS STOP_AFTER=$STOP_AFTER MEMORY_OPTS=$MEMORY_OPTS \
+         AGENT_OPTS=$AGENT_OPTS MERIT=$MERIT pin=$(cat \"$RUNS/source-commit\" 2>/dev/null)\" \
+         > step-ran\n",
+    );
+    let [hint, once, unguarded, guarded, sampled, fallback] = solved;
+    write_calibrations(
+        &scratch,
+        &[
+            ("runs/interact-hints/train-cosine", hint, 60),
+            ("runs/interact-once/train-cosine", once, 60),
+            ("runs/interact-hints/train-none", unguarded, 60),
+            ("runs/interact-guard/train-none", guarded, 60),
+            (
+                "runs/interact-guard-sampled/train-none",
+                sampled,
+                sampled_logged,
+            ),
+            ("runs/interact-fallback/train-none", fallback, 60),
+        ],
+    );
+    let (ok, text) = run_queue(&scratch, "interact-adopted");
+    (ok, text, scratch.read("step-ran"))
+}
+
+#[test]
+fn the_adopted_interact_experiment_follows_the_calibrations_rules() {
+    // As they stand when the greedy guard ended (hint 10 >= 9, once 9 < 10, guard 10 < 12),
+    // with the sampled guard below and level with no guard, and the fallback level with it.
+    let base = "STOP_AFTER=passk MEMORY_OPTS= AGENT_OPTS=--fold-repeats --schema-in-opening";
+    let (ok, text, ran) = adopted_step([10, 9, 12, 10, 11, 12], 60);
+    assert!(ok, "{text}");
+    assert_eq!(
+        ran.as_deref(),
+        Some(&*format!(
+            "RUNS=runs/interact-v2-fallback RESULTS=docs/results/interact/v2-fallback {base} \
+             --forced-submit-fallback MERIT=runs/interact-v2-fallback/merit pin=interact-fallback\n"
+        )),
+        "{text}"
+    );
+    let (ok, text, ran) = adopted_step([10, 9, 12, 10, 12, 12], 60);
+    assert!(ok, "{text}");
+    assert_eq!(
+        ran.as_deref(),
+        Some(&*format!(
+            "RUNS=runs/interact-v2-sguard-fallback RESULTS=docs/results/interact/v2-sguard-fallback \
+             {base} --repeat-guard --repeat-guard-temperature 0.7 --forced-submit-fallback \
+             MERIT=runs/interact-v2-sguard-fallback/merit pin=interact-fallback\n"
+        )),
+        "{text}"
+    );
+    // The greedy guard where the sampled one is below it; the once option; no fallback.
+    let (ok, text, ran) = adopted_step([10, 10, 12, 12, 11, 11], 60);
+    assert!(ok, "{text}");
+    assert_eq!(
+        ran.as_deref(),
+        Some(
+            "RUNS=runs/interact-v2-once-guard RESULTS=docs/results/interact/v2-once-guard \
+             STOP_AFTER=passk MEMORY_OPTS=--turn-memories-once AGENT_OPTS=--fold-repeats \
+             --schema-in-opening --repeat-guard MERIT=runs/interact-v2-once-guard/merit \
+             pin=interact-guard\n"
+        ),
+        "{text}"
+    );
+    // An unfinished calibration stops the step; nothing runs.
+    let (ok, text, ran) = adopted_step([10, 9, 12, 10, 11, 12], 59);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("runs/interact-guard-sampled/train-none is unfinished"),
+        "{text}"
+    );
+    assert_eq!(ran, None, "{text}");
 }
 
 #[test]
