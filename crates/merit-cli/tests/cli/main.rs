@@ -2,6 +2,7 @@
 //! would be another long link of llama.cpp and candle, and a few hundred megabytes in CI).
 
 mod ask_concert_singer;
+mod bench_models_depth;
 mod bench_repair_scripted;
 mod classify_validate;
 mod cli_eval;

@@ -1,0 +1,69 @@
+//! `merit bench models --depth` on the embedded default model: a conversation grown past the
+//! depth, then timed turns that evaluate only their own tokens on top of it (prefix reuse), with
+//! both speeds compared with the cold initial prompt's in the same run.
+
+use merit_models::registry::{model_for_tests, DEFAULT_CHAT_MODEL};
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The number after `label` in `line` (`"at depth 1234 tokens"` with `"at depth "`).
+fn number_after(line: &str, label: &str) -> f64 {
+    let rest = &line[line
+        .find(label)
+        .unwrap_or_else(|| panic!("{label:?} in {line}"))
+        + label.len()..];
+    let number: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect();
+    number
+        .parse()
+        .unwrap_or_else(|_| panic!("a number after {label:?} in {line}"))
+}
+
+#[test]
+#[ignore = "needs the embedded chat model (merit models pull); run with --include-ignored, as CI does"]
+fn speed_deep_in_a_conversation_is_measured_on_top_of_the_reused_conversation() {
+    let Some(model) = model_for_tests(DEFAULT_CHAT_MODEL, "the `merit bench models --depth` test")
+    else {
+        return;
+    };
+    let databases = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/data/spider/database"
+    ));
+    let output = Command::new(env!("CARGO_BIN_EXE_merit"))
+        .args(["bench", "models", "--db-dir"])
+        .arg(&databases)
+        .arg("--model-path")
+        .arg(model.main_file())
+        .args([
+            "--no-episode",
+            "--no-embedder",
+            "--repeat",
+            "1",
+            "--depth",
+            "2000",
+        ])
+        .output()
+        .expect("merit runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let line = stdout
+        .lines()
+        .find(|line| line.starts_with("at depth "))
+        .unwrap_or_else(|| panic!("no depth line in:\n{stdout}"));
+    let depth = number_after(line, "at depth ");
+    let fresh = number_after(line, "turns; ");
+    assert!(depth >= 2000.0, "{line}");
+    // Each timed call evaluates one new turn, not the conversation under it.
+    assert!(fresh > 0.0 && fresh < depth / 2.0, "{line}");
+    for ratio in ["prompt ", "generation "] {
+        let after = &line[line.find("against the initial prompt").expect("ratios")..];
+        assert!(number_after(after, ratio) > 0.0, "{line}");
+    }
+}
