@@ -1,21 +1,6 @@
 //! `merit classify`: the deterministic failure classifier — one message, the rule table, or
 //! the validation against reference labels in the layout of the repair paper's Table 5.
 
-/// `println!` / `print!` through [`crate::files::write_text`].
-macro_rules! say {
-    () => {
-        crate::files::write_text("\n")
-    };
-    ($($arg:tt)*) => {
-        crate::files::write_text(&format!("{}\n", format_args!($($arg)*)))
-    };
-}
-macro_rules! say_raw {
-    ($($arg:tt)*) => {
-        crate::files::write_text(&format!($($arg)*))
-    };
-}
-
 use crate::args::StatusArg;
 use anyhow::{bail, Result};
 use clap::Args;

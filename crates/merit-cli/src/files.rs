@@ -1,4 +1,22 @@
-//! Writing result files so that a crash never leaves a half-written one behind.
+//! Writing result files so that a crash never leaves a half-written one behind, and printing to
+//! stdout so that a closed pipe ends the program quietly (`say!`, `say_raw!`).
+
+/// `println!` through [`write_text`]: a closed stdout pipe ends the program quietly.
+macro_rules! say {
+    () => {
+        crate::files::write_text("\n")
+    };
+    ($($arg:tt)*) => {
+        crate::files::write_text(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `print!` through [`write_text`].
+macro_rules! say_raw {
+    ($($arg:tt)*) => {
+        crate::files::write_text(&format!($($arg)*))
+    };
+}
 
 use anyhow::{Context, Result};
 use std::path::Path;

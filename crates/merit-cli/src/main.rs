@@ -1,12 +1,16 @@
 //! `merit`: the command-line tool. The only crate that knows about terminals and arguments.
 
+// The printing macros (`say!`, `say_raw!`) live in `files`; `macro_use` makes them visible in
+// every module declared after it.
+#[macro_use]
+mod files;
+
 mod args;
 mod ask_cmd;
 mod bench;
 mod classify_cmd;
 mod eval;
 mod experiment;
-mod files;
 mod interact;
 mod live_cmd;
 mod memory_cmd;

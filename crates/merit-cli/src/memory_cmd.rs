@@ -1,21 +1,6 @@
 //! `merit memory ls | show | explain`: look inside a MERIT memory directory and see why a
 //! retrieval would pick what it picks.
 
-/// `println!` / `print!` through [`crate::files::write_text`].
-macro_rules! say {
-    () => {
-        crate::files::write_text("\n")
-    };
-    ($($arg:tt)*) => {
-        crate::files::write_text(&format!("{}\n", format_args!($($arg)*)))
-    };
-}
-macro_rules! say_raw {
-    ($($arg:tt)*) => {
-        crate::files::write_text(&format!($($arg)*))
-    };
-}
-
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use merit_core::Status;

@@ -1,16 +1,6 @@
 //! `merit bench memory`: MERIT memory retrieval latency (p50/p99, query embedding excluded)
 //! and bytes per entry at several sizes; the measurement itself is `merit_memory::bench`.
 
-/// `println!` through [`crate::files::write_text`].
-macro_rules! say {
-    () => {
-        crate::files::write_text("\n")
-    };
-    ($($arg:tt)*) => {
-        crate::files::write_text(&format!("{}\n", format_args!($($arg)*)))
-    };
-}
-
 use anyhow::{bail, Result};
 use clap::Args;
 use merit_memory::bench::{header, render_row, run as run_bench, BenchConfig};
