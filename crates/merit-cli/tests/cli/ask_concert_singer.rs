@@ -7,17 +7,10 @@
 //! test is skipped with a loud message, unless `MERIT_REQUIRE_MODELS=1`, where it is fetched
 //! (or fails).
 
+use crate::spider_databases;
 use merit_eval::{EvalConfig, Evaluator, Verdict};
 use merit_models::registry::{model_for_tests, DEFAULT_CHAT_MODEL};
-use std::path::PathBuf;
 use std::process::Command;
-
-fn spider_databases() -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/data/spider/database"
-    ))
-}
 
 #[test]
 #[ignore = "needs the embedded chat model (merit models pull); run with --include-ignored, as CI does"]
@@ -36,12 +29,7 @@ fn ask_answers_how_many_singers_with_a_correct_query() {
         .arg("How many singers do we have?")
         .output()
         .expect("merit runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "stdout:\n{stdout}\nstderr:\n{stderr}"
-    );
+    let (stdout, stderr) = crate::succeeded(&output);
 
     // The first line is the SQL; the table follows.
     let sql = stdout.lines().next().expect("a line of SQL").trim();

@@ -3,7 +3,6 @@
 //! both speeds compared with the cold initial prompt's in the same run.
 
 use merit_models::registry::{model_for_tests, DEFAULT_CHAT_MODEL};
-use std::path::PathBuf;
 use std::process::Command;
 
 /// The number after `label` in `line` (`"at depth 1234 tokens"` with `"at depth "`).
@@ -28,10 +27,7 @@ fn speed_deep_in_a_conversation_is_measured_on_top_of_the_reused_conversation() 
     else {
         return;
     };
-    let databases = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/data/spider/database"
-    ));
+    let databases = crate::spider_databases();
     let output = Command::new(env!("CARGO_BIN_EXE_merit"))
         .args(["bench", "models", "--db-dir"])
         .arg(&databases)
@@ -47,12 +43,7 @@ fn speed_deep_in_a_conversation_is_measured_on_top_of_the_reused_conversation() 
         ])
         .output()
         .expect("merit runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "stdout:\n{stdout}\nstderr:\n{stderr}"
-    );
+    let (stdout, _) = crate::succeeded(&output);
     let line = stdout
         .lines()
         .find(|line| line.starts_with("at depth "))

@@ -27,3 +27,22 @@ fn postgres_url(what: &str) -> Option<String> {
         "run `bash scripts/setup-postgres.sh` and export the URL it prints as MERIT_TEST_POSTGRES_URL",
     )
 }
+
+/// Spider's database folder in `../shared/data`.
+fn spider_databases() -> std::path::PathBuf {
+    std::path::PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/data/spider/database"
+    ))
+}
+
+/// The stdout and stderr of a `merit` run that must have succeeded (both shown if it did not).
+fn succeeded(output: &std::process::Output) -> (String, String) {
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        output.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    (stdout, stderr)
+}
