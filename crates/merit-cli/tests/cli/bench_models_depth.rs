@@ -1,6 +1,7 @@
 //! `merit bench models --depth` on the embedded default model: a conversation grown past the
 //! depth, then timed turns that evaluate only their own tokens on top of it (prefix reuse), with
-//! both speeds compared with the cold initial prompt's in the same run.
+//! both speeds compared with the cold initial prompt's in the same run, and the last call's
+//! whole prompt evaluated again from an empty cache.
 
 use merit_models::registry::{model_for_tests, DEFAULT_CHAT_MODEL};
 use std::process::Command;
@@ -53,6 +54,16 @@ fn speed_deep_in_a_conversation_is_measured_on_top_of_the_reused_conversation() 
     assert!(depth >= 2000.0, "{line}");
     // Each timed call evaluates one new turn, not the conversation under it.
     assert!(fresh > 0.0 && fresh < depth / 2.0, "{line}");
+    // The cold measurement re-evaluates the last timed call's whole prompt.
+    let cold = stdout
+        .lines()
+        .find(|line| line.starts_with("the same "))
+        .unwrap_or_else(|| panic!("no cold line in:\n{stdout}"));
+    assert!(
+        number_after(cold, "the same ") >= depth + fresh - 16.0,
+        "{cold}"
+    );
+    assert!(number_after(cold, "prompt ") > 0.0, "{cold}");
     for ratio in ["prompt ", "generation "] {
         let after = &line[line.find("against the initial prompt").expect("ratios")..];
         assert!(number_after(after, ratio) > 0.0, "{line}");
