@@ -26,7 +26,7 @@
 
 use super::embedder::bench_embedder;
 use super::episode::{run_episode, run_two_roles, EpisodeRun};
-use super::llama_tool::llama_batched_bench;
+use super::llama_tool::{llama_batched_bench, ToolSpeed};
 use crate::models::{load_chat_model_with, reexec_with_bounded_openmp_spin, ChatLoad};
 use anyhow::{anyhow, Result};
 use clap::Args;
@@ -227,18 +227,7 @@ fn bench_chat(args: &ModelsBenchArgs) -> Result<()> {
         if let Some(tool) = &args.llama_bench {
             // The tool's one sequence: a prompt as long as the last timed call's, then as many
             // generated tokens as it gave, so its generation runs at the same context depth.
-            let files = crate::models::pull(&args.model, args.model_path.as_deref())?;
-            let threads = args
-                .threads
-                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-            let baseline = llama_batched_bench(
-                tool,
-                files.main_file(),
-                deep.cold_tokens as usize,
-                (deep.generated as usize).max(1),
-                threads,
-                args.repeat.max(1),
-            )?;
+            let (baseline, _) = tool_baseline(args, tool, deep.cold_tokens, deep.generated)?;
             println!(
                 "llama.cpp's llama-batched-bench at that depth ({} prompt and {} generated \
                  tokens): prompt {:.1} tok/s, generation {:.1} tok/s (median of {}); merit / \
@@ -281,18 +270,8 @@ fn bench_chat(args: &ModelsBenchArgs) -> Result<()> {
         );
     }
     if let Some(tool) = &args.llama_bench {
-        let files = crate::models::pull(&args.model, args.model_path.as_deref())?;
-        let threads = args
-            .threads
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-        let baseline = llama_batched_bench(
-            tool,
-            files.main_file(),
-            last.prompt_tokens as usize,
-            (last.completion_tokens as usize).max(1),
-            threads,
-            args.repeat.max(1),
-        )?;
+        let (baseline, threads) =
+            tool_baseline(args, tool, last.prompt_tokens, last.completion_tokens)?;
         println!(
             "llama.cpp's llama-batched-bench, same model, {} prompt and {} generated tokens, {threads} \
              threads, its own OpenMP defaults: prompt {:.1} tok/s, generation {:.1} tok/s \
@@ -498,6 +477,30 @@ fn parse_lookup(setting: &str) -> Result<PromptLookup> {
              1 <= MIN_NGRAM <= MAX_NGRAM"
         )),
     }
+}
+
+/// llama.cpp's `llama-batched-bench` on the benchmark's model file, one sequence of `prompt`
+/// prompt and `generated` generated tokens (at least one), with the benchmark's threads; the
+/// speeds and that thread count.
+fn tool_baseline(
+    args: &ModelsBenchArgs,
+    tool: &std::path::Path,
+    prompt: u32,
+    generated: u32,
+) -> Result<(ToolSpeed, usize)> {
+    let files = crate::models::pull(&args.model, args.model_path.as_deref())?;
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let speed = llama_batched_bench(
+        tool,
+        files.main_file(),
+        prompt as usize,
+        (generated as usize).max(1),
+        threads,
+        args.repeat.max(1),
+    )?;
+    Ok((speed, threads))
 }
 
 /// The context a `--depth` measurement needs: the conversation, one more turn and its reply.
