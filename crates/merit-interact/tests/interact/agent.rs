@@ -551,24 +551,16 @@ fn a_changed_result_is_shown_in_the_fold_note() {
 fn a_long_unchanged_result_is_not_shown_again_in_the_fold_note() {
     let action = merit_interact::action::ActionCall::execute("SELECT * FROM t");
     let rows = "1|a\n".repeat(100);
-    let same = merit_interact::agent::fold_note(
-        &action,
-        1,
-        Some(&format!("{rows}[Budget: 3/5 left.]")),
-        &format!("{rows}[Budget: 2/5 left.]"),
-        50,
-    );
+    let earlier = format!("{rows}[Budget: 3/5 left.]");
+    let note = |repeat, observation: String| {
+        merit_interact::agent::fold_note(&action, repeat, Some(&earlier), &observation, 50)
+    };
+    let same = note(1, format!("{rows}[Budget: 2/5 left.]"));
     assert!(
         same.contains("same as before. [Budget: 2/5 left.]") && !same.contains("1|a"),
         "{same}"
     );
-    let changed = merit_interact::agent::fold_note(
-        &action,
-        2,
-        Some(&format!("{rows}[Budget: 3/5 left.]")),
-        &format!("2|b\n{rows}[Budget: 1/5 left.]"),
-        50,
-    );
+    let changed = note(2, format!("2|b\n{rows}[Budget: 1/5 left.]"));
     assert!(
         changed.contains("Its result:\n2|b\n") && changed.contains("(cut: the observation"),
         "{changed}"
