@@ -6,7 +6,7 @@
 #   setsid nohup scripts/experiments-queue.sh >> runs/queue.log 2>&1 &
 #
 # Steps (STEPS; the default order is calibration-memory calibration-dense repair
-# interact-memory interact-hints interact-once interact-guard interact-guard-sampled interact-fallback interact-adopted live fuzz repair-posthoc
+# interact-memory interact-hints interact-once interact-guard interact-guard-sampled interact-fallback fuzz live interact-adopted repair-posthoc
 # calibration-aliases interact-rest-adopted, what each is below; a finished step is passed over in minutes):
 #   calibration-memory  scripts/repair-calibration.sh on a 150-question Spider *train* slice,
 #                  MERIT with the paper's precedent view against `--precedents change` (issue 16:
@@ -95,9 +95,13 @@
 #   interact-rest-adopted the same rules: interact-rest-<adopted> or interact-rest
 #   interact       (not in the default) the whole interact script at once
 # The order is the issues' order of importance for what each issue asks (the two calibrations
-# and the dev run for issue 16, then issues 18, 20 and 22); the steps that only extend a
-# result (the post-hoc dev arm, the alias calibration, the interact ablations, which regenerate
-# earlier side tables) come after them: what is left is about sixty hours of the two cores.
+# and the dev run for issue 16, then issues 18, 20 and 22), with one exception decided on
+# 2026-12-06: once the interact calibrations have fixed the adopted experiment's options, the
+# two short steps that finish issues 22 and 20 (fuzz: about three hours of wall time; live:
+# about six) go before that experiment (about fifty hours), which they delay by a sixth while
+# each finishes its issue some fifty hours sooner. The steps that only extend a result (the
+# post-hoc dev arm, the alias calibration, the interact ablations, which regenerate earlier
+# side tables) come after them: what is left is about sixty hours of the two cores.
 #
 # Each model step runs a binary pinned in its own run folder when the step first starts
 # (scripts/pin-binary.sh: runs/repair-dev, runs/repair-calibration-memory,
@@ -121,7 +125,7 @@ cd "$(dirname "$0")/.."
 # to three minutes each, and these lines say whether prefix reuse or long context costs that.
 export MERIT_LOG=${MERIT_LOG:-merit_models=debug}
 
-STEPS=${STEPS:-calibration-memory calibration-dense repair interact-memory interact-hints interact-once interact-guard interact-guard-sampled interact-fallback interact-adopted live fuzz repair-posthoc calibration-aliases interact-rest-adopted}
+STEPS=${STEPS:-calibration-memory calibration-dense repair interact-memory interact-hints interact-once interact-guard interact-guard-sampled interact-fallback fuzz live interact-adopted repair-posthoc calibration-aliases interact-rest-adopted}
 FUZZ_SECONDS=${FUZZ_SECONDS:-1800}
 FUZZ_LOG=${FUZZ_LOG:-docs/results/fuzz/runs.tsv}
 # Every target of the fuzz project unless named (listed when the fuzz step starts, so a

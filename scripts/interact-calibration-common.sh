@@ -32,6 +32,12 @@ calibrate_without_memory() {
   local report=("$MERIT" interact report --baseline "$BEFORE/train-none" "$BEFORE/train-none"
     "${also[@]}" "$out")
   local missed=("$MERIT" interact missed "$BEFORE/train-none" "${also[@]}" "$out" "${train_tasks[@]}")
+  # A report newer than the run's log is kept: the queue passes over a finished calibration at
+  # every start, and the pinned binary would overwrite a report regenerated since with a newer
+  # one's columns (a fresh clone's report is newer than the log restored from the checkpoint).
+  if [[ -e "$RESULTS/report.md" && "$RESULTS/report.md" -nt "$out/episodes.jsonl" ]]; then
+    return 0
+  fi
   { shown "${report[@]}"; shown "${missed[@]}"; } > "$RESULTS/report.md.tmp"
   mv "$RESULTS/report.md.tmp" "$RESULTS/report.md"
 }
