@@ -5,6 +5,7 @@
 
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -175,24 +176,79 @@ fn write_tasks(dir: &Path, prefix: &str, requests: &[&str]) -> PathBuf {
     path
 }
 
+/// The stand-in server's flags: `--llm-url`/`--llm-model` where the command chats (`chat`),
+/// then `--embed-url`/`--embed-model` and the reply `--cache`.
+fn server_args(server: &str, cache: &Path, chat: bool) -> Vec<OsString> {
+    let mut args: Vec<OsString> = Vec::new();
+    if chat {
+        args.extend(["--llm-url", server, "--llm-model", "stand-in"].map(OsString::from));
+    }
+    args.extend(["--embed-url", server, "--embed-model", "words", "--cache"].map(OsString::from));
+    args.push(cache.into());
+    args
+}
+
 /// Runs `merit` with the server's flags appended where the command takes them.
 fn merit(args: &[&str], server: &str, cache: &Path, chat: bool) -> String {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_merit"));
-    command.args(args);
-    if chat {
-        command.args(["--llm-url", server, "--llm-model", "stand-in"]);
-    }
-    command
-        .args(["--embed-url", server, "--embed-model", "words"])
-        .arg("--cache")
-        .arg(cache);
+    let stdout = success_stdout(
+        Command::new(env!("CARGO_BIN_EXE_merit"))
+            .args(args)
+            .args(server_args(server, cache, chat)),
+    );
+    String::from_utf8(stdout).unwrap()
+}
+
+/// Runs `command`, which must succeed; returns its stdout.
+fn success_stdout(command: &mut Command) -> Vec<u8> {
     let output = command.output().unwrap();
     assert!(
         output.status.success(),
-        "merit {args:?} failed:\n{}",
+        "{command:?} failed:\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    String::from_utf8(output.stdout).unwrap()
+    output.stdout
+}
+
+/// Runs `command`, which must fail; returns its stderr.
+fn failure_stderr(command: &mut Command) -> String {
+    let output = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        !output.status.success(),
+        "{command:?} succeeded where it should fail:\n{stderr}"
+    );
+    stderr
+}
+
+/// Runs `merit` with the server's flags appended as [`merit`] appends them, expecting it to
+/// fail; returns its stderr.
+fn merit_failing(args: &[&str], server: &str, cache: &Path, chat: bool) -> String {
+    failure_stderr(
+        Command::new(env!("CARGO_BIN_EXE_merit"))
+            .args(args)
+            .args(server_args(server, cache, chat)),
+    )
+}
+
+/// The arguments of `merit interact run --tasks tasks --db-root root --out out`, then `extra`.
+fn interact_run_args<'a>(
+    tasks: &'a str,
+    root: &'a str,
+    out: &'a str,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let mut args = vec![
+        "interact",
+        "run",
+        "--tasks",
+        tasks,
+        "--db-root",
+        root,
+        "--out",
+        out,
+    ];
+    args.extend(extra);
+    args
 }
 
 fn lines(path: &Path) -> Vec<Value> {
@@ -216,22 +272,12 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
     // 1. A memory run: native tool calls, memories written, insight drawn.
     let train = path("train");
     merit(
-        &[
-            "interact",
-            "run",
-            "--tasks",
-            tasks_arg,
-            "--db-root",
-            root,
-            "--out",
-            &train,
-            "--memory",
-            "cosine",
-        ],
+        &interact_run_args(tasks_arg, root, &train, &["--memory", "cosine"]),
         &server,
         &cache,
         true,
     );
+    let train_memory = format!("{train}/memory");
     let log = lines(&dir.path().join("train/episodes.jsonl"));
     assert_eq!(log.len(), 6);
     assert!(log
@@ -259,39 +305,28 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
             .contains("turn_memories_once")
     );
     let once = path("once");
-    let once_args = |extra: &[&str]| -> Vec<String> {
-        let mut args: Vec<String> = [
-            "interact",
-            "run",
-            "--tasks",
-            tasks_arg,
-            "--db-root",
-            root,
-            "--out",
-            &once,
-            "--memory",
-            "cosine",
-            "--memory-from",
-            &format!("{train}/memory"),
-            "--frozen-memory",
-            "--limit",
-            "2",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        args.extend(extra.iter().map(|s| s.to_string()));
-        args
-    };
-    let with_flag = once_args(&[
-        "--turn-memories-once",
-        "--repeat-guard",
-        "--repeat-guard-temperature",
-        "0.5",
-        "--forced-submit-fallback",
-    ]);
+    let once_options = [
+        "--memory",
+        "cosine",
+        "--memory-from",
+        &train_memory,
+        "--frozen-memory",
+        "--limit",
+        "2",
+    ];
+    let with_flag = [
+        &once_options[..],
+        &[
+            "--turn-memories-once",
+            "--repeat-guard",
+            "--repeat-guard-temperature",
+            "0.5",
+            "--forced-submit-fallback",
+        ],
+    ]
+    .concat();
     merit(
-        &with_flag.iter().map(String::as_str).collect::<Vec<_>>(),
+        &interact_run_args(tasks_arg, root, &once, &with_flag),
         &server,
         &cache,
         true,
@@ -318,40 +353,31 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
         shown.dedup();
         assert_eq!(shown.len(), count, "{episode}");
     }
-    let output = Command::new(env!("CARGO_BIN_EXE_merit"))
-        .args(once_args(&[]))
-        .args(["--llm-url", &server, "--llm-model", "stand-in"])
-        .args(["--embed-url", &server, "--embed-model", "words", "--cache"])
-        .arg(&cache)
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    assert!(
-        String::from_utf8_lossy(&output.stderr).contains("other settings"),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let stderr = merit_failing(
+        &interact_run_args(tasks_arg, root, &once, &once_options),
+        &server,
+        &cache,
+        true,
     );
+    assert!(stderr.contains("other settings"), "{stderr}");
 
     // A separate simulator model: recorded in every episode and in the run's settings, so a
     // continuation with another simulator is refused.
     let separate = path("separate-simulator");
     merit(
-        &[
-            "interact",
-            "run",
-            "--tasks",
+        &interact_run_args(
             tasks_arg,
-            "--db-root",
             root,
-            "--out",
             &separate,
-            "--every",
-            "2",
-            "--limit",
-            "2",
-            "--simulator-model",
-            "stand-in-user",
-        ],
+            &[
+                "--every",
+                "2",
+                "--limit",
+                "2",
+                "--simulator-model",
+                "stand-in-user",
+            ],
+        ),
         &server,
         &cache,
         true,
@@ -375,18 +401,17 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
 
     // 2. Teacher annotations of (state, candidate) pairs, resumable.
     let annotations = path("prm/annotations.jsonl");
+    let annotate_all = [
+        "interact",
+        "prm",
+        "annotate",
+        "--run",
+        &train,
+        "--out",
+        &annotations,
+    ];
     merit(
-        &[
-            "interact",
-            "prm",
-            "annotate",
-            "--run",
-            &train,
-            "--out",
-            &annotations,
-            "--limit",
-            "10",
-        ],
+        &[&annotate_all[..], &["--limit", "10"]].concat(),
         &server,
         &cache,
         true,
@@ -398,36 +423,14 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
         let _held = merit_core::fs::lock_folder(folder)
             .unwrap()
             .expect("the test holds it");
-        let output = Command::new(env!("CARGO_BIN_EXE_merit"))
-            .args(["interact", "prm", "annotate", "--run", &train])
-            .args(["--out", &annotations, "--llm-url", &server])
-            .args(["--llm-model", "stand-in", "--embed-url", &server])
-            .args(["--embed-model", "words", "--cache"])
-            .arg(&cache)
-            .output()
-            .unwrap();
-        assert!(!output.status.success());
-        let stderr = String::from_utf8_lossy(&output.stderr);
+        let stderr = merit_failing(&annotate_all, &server, &cache, true);
         assert!(
             stderr.contains("in use by another merit process"),
             "{stderr}"
         );
         assert_eq!(lines(Path::new(&annotations)).len(), 10);
     }
-    merit(
-        &[
-            "interact",
-            "prm",
-            "annotate",
-            "--run",
-            &train,
-            "--out",
-            &annotations,
-        ],
-        &server,
-        &cache,
-        true,
-    );
+    merit(&annotate_all, &server, &cache, true);
     let annotated = lines(Path::new(&annotations)).len();
     assert!(annotated >= 20, "{annotated} pairs");
 
@@ -473,16 +476,9 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
 
     // 3. The student PRM and its agreement table.
     let prm = path("prm");
+    let train_prm = ["interact", "prm", "train", "--annotations", &annotations];
     let table = merit(
-        &[
-            "interact",
-            "prm",
-            "train",
-            "--annotations",
-            &annotations,
-            "--out",
-            &prm,
-        ],
+        &[&train_prm[..], &["--out", &prm]].concat(),
         &server,
         &cache,
         false,
@@ -496,18 +492,17 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
     let by_state = path("prm-by-task");
     let table_by_state = merit(
         &[
-            "interact",
-            "prm",
-            "train",
-            "--annotations",
-            &annotations,
-            "--out",
-            &by_state,
-            "--split-by",
-            "task",
-            "--held-out-percent",
-            "40",
-        ],
+            &train_prm[..],
+            &[
+                "--out",
+                &by_state,
+                "--split-by",
+                "task",
+                "--held-out-percent",
+                "40",
+            ],
+        ]
+        .concat(),
         &server,
         &cache,
         false,
@@ -517,24 +512,27 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
 
     // 4. Both selectors, trained with PPO from scratch.
     let selectors = path("selectors");
+    let (turn_selector, episode_selector) = (
+        format!("{selectors}/turn.safetensors"),
+        format!("{selectors}/episode.safetensors"),
+    );
     let student = path("prm/student.safetensors");
+    let train_turn_selector = [
+        "interact",
+        "train-selector",
+        "--level",
+        "turn",
+        "--run",
+        &train,
+        "--prm",
+        &student,
+    ];
     merit(
         &[
-            "interact",
-            "train-selector",
-            "--level",
-            "turn",
-            "--run",
-            &train,
-            "--prm",
-            &student,
-            "--out",
-            &selectors,
-            "--updates",
-            "4",
-            "--batch",
-            "8",
-        ],
+            &train_turn_selector[..],
+            &["--out", &selectors, "--updates", "4", "--batch", "8"],
+        ]
+        .concat(),
         &server,
         &cache,
         false,
@@ -550,9 +548,9 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
             "--db-root",
             root,
             "--memory-from",
-            &format!("{train}/memory"),
+            &train_memory,
             "--with-turn-selector",
-            &format!("{selectors}/turn.safetensors"),
+            &turn_selector,
             "--out",
             &selectors,
             "--updates",
@@ -603,25 +601,21 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
     let holdout = path("selectors-holdout");
     let table = merit(
         &[
-            "interact",
-            "train-selector",
-            "--level",
-            "turn",
-            "--run",
-            &train,
-            "--prm",
-            &student,
-            "--out",
-            &holdout,
-            "--updates",
-            "4",
-            "--batch",
-            "8",
-            "--inputs",
-            "features",
-            "--holdout-tasks",
-            "1",
-        ],
+            &train_turn_selector[..],
+            &[
+                "--out",
+                &holdout,
+                "--updates",
+                "4",
+                "--batch",
+                "8",
+                "--inputs",
+                "features",
+                "--holdout-tasks",
+                "1",
+            ],
+        ]
+        .concat(),
         &server,
         &cache,
         false,
@@ -662,21 +656,26 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
 
     // Both checkpoints scored on a run's states without training: one row each, then the
     // fixed rules, and no rule above the oracle.
-    let turn_checkpoint = format!("{selectors}/turn.safetensors");
     let holdout_checkpoint = format!("{holdout}/turn.safetensors");
+    let score_selectors = [
+        "interact",
+        "score-selector",
+        "--run",
+        &train,
+        "--prm",
+        &student,
+    ];
     let scored = merit(
         &[
-            "interact",
-            "score-selector",
-            "--run",
-            &train,
-            "--prm",
-            &student,
-            "--selector",
-            &turn_checkpoint,
-            "--selector",
-            &holdout_checkpoint,
-        ],
+            &score_selectors[..],
+            &[
+                "--selector",
+                &turn_selector,
+                "--selector",
+                &holdout_checkpoint,
+            ],
+        ]
+        .concat(),
         &server,
         &cache,
         false,
@@ -693,7 +692,7 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
     assert_eq!(
         names,
         [
-            turn_checkpoint.as_str(),
+            turn_selector.as_str(),
             holdout_checkpoint.as_str(),
             "always the top candidate",
             "never",
@@ -702,22 +701,16 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
         "{scored}"
     );
     assert!(rows.iter().all(|(_, u)| *u <= rows[4].1 + 1e-9), "{scored}");
-    let missing = Command::new(env!("CARGO_BIN_EXE_merit"))
-        .args([
-            "interact",
-            "score-selector",
-            "--run",
-            &train,
-            "--prm",
-            &student,
-        ])
-        .args(["--selector", &format!("{selectors}/absent.safetensors")])
-        .args(["--embed-url", &server, "--embed-model", "words", "--cache"])
-        .arg(&cache)
-        .output()
-        .unwrap();
-    assert!(!missing.status.success());
-    let stderr = String::from_utf8_lossy(&missing.stderr);
+    let stderr = merit_failing(
+        &[
+            &score_selectors[..],
+            &["--selector", &format!("{selectors}/absent.safetensors")],
+        ]
+        .concat(),
+        &server,
+        &cache,
+        false,
+    );
     assert!(
         stderr.contains("absent.safetensors") && !stderr.contains("panicked"),
         "{stderr}"
@@ -725,17 +718,17 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
 
     // `--memory learned` without a checkpoint for a level it uses is an error naming the
     // option (it used to fall back to cosine silently); `cosine` says so explicitly.
-    let unselected = Command::new(env!("CARGO_BIN_EXE_merit"))
-        .args(["interact", "run", "--tasks", tasks_arg, "--db-root", root])
-        .args(["--out", &path("unselected"), "--memory", "learned"])
-        .args(["--turn-selector", &format!("{selectors}/turn.safetensors")])
-        .args(["--llm-url", &server, "--llm-model", "stand-in"])
-        .args(["--embed-url", &server, "--embed-model", "words", "--cache"])
-        .arg(&cache)
-        .output()
-        .unwrap();
-    assert!(!unselected.status.success());
-    let stderr = String::from_utf8_lossy(&unselected.stderr);
+    let stderr = merit_failing(
+        &interact_run_args(
+            tasks_arg,
+            root,
+            &path("unselected"),
+            &["--memory", "learned", "--turn-selector", &turn_selector],
+        ),
+        &server,
+        &cache,
+        true,
+    );
     assert!(
         stderr.contains("--episode-selector") && !stderr.contains("panicked"),
         "{stderr}"
@@ -743,26 +736,23 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
 
     // 5. An evaluation run with the learned checkpoints on the frozen training memory.
     let eval = path("eval");
+    let learned = [
+        "--memory",
+        "learned",
+        "--episode-selector",
+        &episode_selector,
+        "--turn-selector",
+        &turn_selector,
+        "--memory-from",
+        &train_memory,
+    ];
     merit(
-        &[
-            "interact",
-            "run",
-            "--tasks",
+        &interact_run_args(
             tasks_arg,
-            "--db-root",
             root,
-            "--out",
             &eval,
-            "--memory",
-            "learned",
-            "--episode-selector",
-            &format!("{selectors}/episode.safetensors"),
-            "--turn-selector",
-            &format!("{selectors}/turn.safetensors"),
-            "--memory-from",
-            &format!("{train}/memory"),
-            "--frozen-memory",
-        ],
+            &[&learned[..], &["--frozen-memory"]].concat(),
+        ),
         &server,
         &cache,
         true,
@@ -787,35 +777,14 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
     );
 
     // The same evaluation three episodes at a time: the same episodes, logged in task order.
-    let eval_args = |out: &str, extra: &[&'static str]| {
-        let mut args: Vec<String> = [
-            "interact",
-            "run",
-            "--tasks",
-            tasks_arg,
-            "--db-root",
-            root,
-            "--out",
-            out,
-            "--memory",
-            "learned",
-            "--episode-selector",
-        ]
-        .iter()
-        .map(|a| a.to_string())
-        .collect();
-        args.push(format!("{selectors}/episode.safetensors"));
-        args.push("--turn-selector".into());
-        args.push(format!("{selectors}/turn.safetensors"));
-        args.push("--memory-from".into());
-        args.push(format!("{train}/memory"));
-        args.extend(extra.iter().map(|a| a.to_string()));
-        args
-    };
     let at_once = path("eval-at-once");
-    let args = eval_args(&at_once, &["--frozen-memory", "--parallel", "3"]);
     merit(
-        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        &interact_run_args(
+            tasks_arg,
+            root,
+            &at_once,
+            &[&learned[..], &["--frozen-memory", "--parallel", "3"]].concat(),
+        ),
         &server,
         &cache,
         true,
@@ -839,22 +808,20 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
         (&["--parallel", "2", "--frozen-memory"][..], ""),
     ] {
         let out = path("refused");
-        let mut args = eval_args(&out, extra);
+        let mut args = interact_run_args(tasks_arg, root, &out, &[&learned[..], extra].concat());
         if expected.is_empty() {
             // An online selector learns from every episode, frozen memory or not.
-            let at = args.iter().position(|a| a == "learned").unwrap();
-            args[at] = "memrl".into();
+            let at = args.iter().position(|a| *a == "learned").unwrap();
+            args[at] = "memrl";
             args.retain(|a| !a.ends_with(".safetensors") && !a.ends_with("-selector"));
         }
-        let output = Command::new(env!("CARGO_BIN_EXE_merit"))
-            .args(&args)
-            .args(["--llm-url", &server, "--llm-model", "stand-in"])
-            .arg("--cache")
-            .arg(&cache)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(!output.status.success(), "{args:?}");
+        let stderr = failure_stderr(
+            Command::new(env!("CARGO_BIN_EXE_merit"))
+                .args(&args)
+                .args(["--llm-url", &server, "--llm-model", "stand-in"])
+                .arg("--cache")
+                .arg(&cache),
+        );
         let expected = if expected.is_empty() {
             "learns from every"
         } else {
@@ -872,21 +839,18 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
         let out = path(baseline);
         for _ in 0..2 {
             merit(
-                &[
-                    "interact",
-                    "run",
-                    "--tasks",
+                &interact_run_args(
                     tasks_arg,
-                    "--db-root",
                     root,
-                    "--out",
                     &out,
-                    "--memory",
-                    baseline,
-                    "--memory-from",
-                    &format!("{train}/memory"),
-                    "--frozen-memory",
-                ],
+                    &[
+                        "--memory",
+                        baseline,
+                        "--memory-from",
+                        &train_memory,
+                        "--frozen-memory",
+                    ],
+                ),
                 &server,
                 &cache,
                 true,
@@ -902,18 +866,7 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
     // The non-agentic baseline: one query per task, no tools, no memory.
     let vanilla = path("vanilla");
     merit(
-        &[
-            "interact",
-            "run",
-            "--tasks",
-            tasks_arg,
-            "--db-root",
-            root,
-            "--out",
-            &vanilla,
-            "--agent",
-            "vanilla",
-        ],
+        &interact_run_args(tasks_arg, root, &vanilla, &["--agent", "vanilla"]),
         &server,
         &cache,
         true,
@@ -924,42 +877,27 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
         .iter()
         .all(|r| r["turns"].as_array().unwrap().len() == 1
             && r["trajectory"]["outcome"]["phase1_passed"] == true));
-    let refused = Command::new(env!("CARGO_BIN_EXE_merit"))
-        .args(["interact", "run", "--tasks", tasks_arg, "--db-root", root])
-        .args(["--out", &path("refused-vanilla"), "--agent", "vanilla"])
-        .args([
-            "--memory",
-            "cosine",
-            "--llm-url",
-            &server,
-            "--llm-model",
-            "stand-in",
-        ])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(
-        !refused.status.success() && stderr.contains("--agent vanilla"),
-        "{stderr}"
+    let stderr = failure_stderr(
+        Command::new(env!("CARGO_BIN_EXE_merit"))
+            .args(interact_run_args(
+                tasks_arg,
+                root,
+                &path("refused-vanilla"),
+                &["--agent", "vanilla", "--memory", "cosine"],
+            ))
+            .args(["--llm-url", &server, "--llm-model", "stand-in"]),
     );
+    assert!(stderr.contains("--agent vanilla"), "{stderr}");
 
     // A sampled try (Pass@k): the sampling settings belong to the run directory.
     let sampled = path("sampled");
     merit(
-        &[
-            "interact",
-            "run",
-            "--tasks",
+        &interact_run_args(
             tasks_arg,
-            "--db-root",
             root,
-            "--out",
             &sampled,
-            "--temperature",
-            "0.8",
-            "--sample-seed",
-            "2",
-        ],
+            &["--temperature", "0.8", "--sample-seed", "2"],
+        ),
         &server,
         &cache,
         true,
@@ -969,17 +907,18 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
         settings.contains("\"sampling\"") && settings.contains("0.8"),
         "{settings}"
     );
-    let refused = Command::new(env!("CARGO_BIN_EXE_merit"))
-        .args(["interact", "run", "--tasks", tasks_arg, "--db-root", root])
-        .args(["--out", &path("refused-hot"), "--temperature", "9"])
-        .args(["--llm-url", &server, "--llm-model", "stand-in"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&refused.stderr);
+    let stderr = failure_stderr(
+        Command::new(env!("CARGO_BIN_EXE_merit"))
+            .args(interact_run_args(
+                tasks_arg,
+                root,
+                &path("refused-hot"),
+                &["--temperature", "9"],
+            ))
+            .args(["--llm-url", &server, "--llm-model", "stand-in"]),
+    );
     assert!(
-        !refused.status.success()
-            && stderr.contains("--temperature")
-            && stderr.contains("9 is outside 0 to 2"),
+        stderr.contains("--temperature") && stderr.contains("9 is outside 0 to 2"),
         "{stderr}"
     );
 
@@ -987,20 +926,12 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
     let demo = path("demo");
     let demo_log = format!("{train}/episodes.jsonl");
     merit(
-        &[
-            "interact",
-            "run",
-            "--tasks",
+        &interact_run_args(
             tasks_arg,
-            "--db-root",
             root,
-            "--out",
             &demo,
-            "--demos",
-            &demo_log,
-            "--demo-count",
-            "2",
-        ],
+            &["--demos", &demo_log, "--demo-count", "2"],
+        ),
         &server,
         &cache,
         true,
@@ -1023,8 +954,6 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
     // 6. The counterfactual at a frozen turn, with all four arms: first two episodes, then
     // the rest, continuing from the forks the first invocation logged.
     let forks = path("forks.md");
-    let memory = format!("{train}/memory");
-    let turn_selector = format!("{selectors}/turn.safetensors");
     let counterfactual = |limit: Option<&str>| {
         let mut args = vec![
             "interact",
@@ -1038,7 +967,7 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
             "--db-root",
             root,
             "--memory-from",
-            &memory,
+            &train_memory,
             "--turn-selector",
             &turn_selector,
             "--out",
@@ -1133,19 +1062,12 @@ fn generated_task_sets_are_usable_as_they_grow_and_have_statistics() {
     let cache = dir.path().join("cache");
     let spider = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/spider");
     let out = dir.path().join("gen");
-    let gen_output = |limit: &str| {
+    // `merit interact gen --split dev` with `options`, from the Spider folder into `out`.
+    let gen_command = |out: &Path, options: &[&str]| {
         let mut command = Command::new(env!("CARGO_BIN_EXE_merit"));
         command
-            .args([
-                "interact",
-                "gen",
-                "--split",
-                "dev",
-                "--seed-sample",
-                "12",
-                "--limit",
-                limit,
-            ])
+            .args(["interact", "gen", "--split", "dev"])
+            .args(options)
             .arg("--seeds")
             .arg(spider.join("dev.json"))
             .arg("--tables")
@@ -1153,18 +1075,14 @@ fn generated_task_sets_are_usable_as_they_grow_and_have_statistics() {
             .arg("--db-dir")
             .arg(spider.join("database"))
             .arg("--out")
-            .arg(&out)
+            .arg(out)
             .args(["--llm-url", &server, "--llm-model", "stand-in", "--cache"])
             .arg(&cache);
-        command.output().unwrap()
+        command
     };
+    let gen_twelve = |limit: &str| gen_command(&out, &["--seed-sample", "12", "--limit", limit]);
     let gen = |limit: &str| {
-        let output = gen_output(limit);
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        success_stdout(&mut gen_twelve(limit));
     };
     gen("2");
     let first = lines(&out.join("tasks.jsonl"));
@@ -1189,9 +1107,7 @@ fn generated_task_sets_are_usable_as_they_grow_and_have_statistics() {
         let _held = merit_core::fs::lock_folder(&out)
             .unwrap()
             .expect("the test holds it");
-        let output = gen_output("2");
-        assert!(!output.status.success());
-        let stderr = String::from_utf8_lossy(&output.stderr);
+        let stderr = failure_stderr(&mut gen_twelve("2"));
         assert!(
             stderr.contains("in use by another merit process"),
             "{stderr}"
@@ -1202,22 +1118,19 @@ fn generated_task_sets_are_usable_as_they_grow_and_have_statistics() {
     let tasks = out.join("tasks.jsonl");
     let run = dir.path().join("run");
     merit(
-        &[
-            "interact",
-            "run",
-            "--tasks",
+        &interact_run_args(
             tasks.to_str().unwrap(),
-            "--db-root",
             out.to_str().unwrap(),
-            "--sqlite-dir",
-            spider.join("database").to_str().unwrap(),
-            "--out",
             run.to_str().unwrap(),
-            "--max-turns",
-            "3",
-            "--max-tokens",
-            "200",
-        ],
+            &[
+                "--sqlite-dir",
+                spider.join("database").to_str().unwrap(),
+                "--max-turns",
+                "3",
+                "--max-tokens",
+                "200",
+            ],
+        ),
         &server,
         &cache,
         true,
@@ -1228,55 +1141,32 @@ fn generated_task_sets_are_usable_as_they_grow_and_have_statistics() {
         serde_json::from_str(&std::fs::read_to_string(run.join("settings.json")).unwrap()).unwrap();
     assert_eq!(settings["max_turns"], 3);
     assert_eq!(settings["max_tokens"], 200);
-    let output = Command::new(env!("CARGO_BIN_EXE_merit"))
-        .args(["interact", "stats", "--json", "--db-dir"])
-        .arg(spider.join("database"))
-        .arg(&tasks)
-        .args(["--embed-url", &server, "--embed-model", "words", "--cache"])
-        .arg(&cache)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let stats = success_stdout(
+        Command::new(env!("CARGO_BIN_EXE_merit"))
+            .args(["interact", "stats", "--json", "--db-dir"])
+            .arg(spider.join("database"))
+            .arg(&tasks)
+            .args(server_args(&server, &cache, false)),
     );
-    let stats: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let stats: Value = serde_json::from_slice(&stats).unwrap();
     assert_eq!(stats[0]["generated"]["tasks"], 4);
     assert_eq!(stats[0]["generated"]["execution_rate"], 1.0);
 
     // With writes and follow-ups: Management tasks with their state checks, and query tasks
     // with a phase 2, written by the same command.
     let mixed = dir.path().join("gen-mixed");
-    let output = Command::new(env!("CARGO_BIN_EXE_merit"))
-        .args([
-            "interact",
-            "gen",
-            "--split",
-            "dev",
+    let report = success_stdout(&mut gen_command(
+        &mixed,
+        &[
             "--seed-sample",
             "40",
             "--limit",
             "12",
-        ])
-        .args(["--writes", "--follow-ups", "--knowledge"])
-        .arg("--seeds")
-        .arg(spider.join("dev.json"))
-        .arg("--tables")
-        .arg(spider.join("tables.json"))
-        .arg("--db-dir")
-        .arg(spider.join("database"))
-        .arg("--out")
-        .arg(&mixed)
-        .args(["--llm-url", &server, "--llm-model", "stand-in", "--cache"])
-        .arg(&cache)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+            "--writes",
+            "--follow-ups",
+            "--knowledge",
+        ],
+    ));
     let written = lines(&mixed.join("tasks.jsonl"));
     let rejected = mixed.join("tasks.jsonl.rejected.jsonl");
     let rejected = if rejected.is_file() {
@@ -1326,24 +1216,21 @@ fn generated_task_sets_are_usable_as_they_grow_and_have_statistics() {
         );
         assert_eq!(record["external_knowledge"][0], entry["id"]);
     }
-    assert!(String::from_utf8_lossy(&output.stdout).contains("\"new_entries\""));
+    assert!(String::from_utf8_lossy(&report).contains("\"new_entries\""));
     // The mixed set loads and runs.
     let run = dir.path().join("run-mixed");
     merit(
-        &[
-            "interact",
-            "run",
-            "--tasks",
+        &interact_run_args(
             mixed.join("tasks.jsonl").to_str().unwrap(),
-            "--db-root",
             mixed.to_str().unwrap(),
-            "--sqlite-dir",
-            spider.join("database").to_str().unwrap(),
-            "--out",
             run.to_str().unwrap(),
-            "--max-turns",
-            "2",
-        ],
+            &[
+                "--sqlite-dir",
+                spider.join("database").to_str().unwrap(),
+                "--max-turns",
+                "2",
+            ],
+        ),
         &server,
         &cache,
         true,
@@ -1371,17 +1258,9 @@ fn own_database_with_a_task() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let root = dir.path().join("root");
     let (root_arg, file_arg) = (root.to_str().unwrap(), file.to_str().unwrap());
 
-    let output = Command::new(env!("CARGO_BIN_EXE_merit"))
-        .args([
-            "interact", "init-db", "--sqlite", file_arg, "--out", root_arg,
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    success_stdout(Command::new(env!("CARGO_BIN_EXE_merit")).args([
+        "interact", "init-db", "--sqlite", file_arg, "--out", root_arg,
+    ]));
     let folder = root.join("field_stations");
     let schema = std::fs::read_to_string(folder.join("field_stations_schema.txt")).unwrap();
     assert!(
@@ -1404,14 +1283,12 @@ fn own_database_with_a_task() -> (tempfile::TempDir, PathBuf, PathBuf) {
 /// Runs the task of `tasks` over `root` into `out` (with `extra` options); its single episode
 /// passes phase 1.
 fn run_own_task(tasks: &Path, root: &Path, out: &Path, extra: &[&str], server: &str, cache: &Path) {
-    let mut args = vec!["interact", "run", "--tasks", tasks.to_str().unwrap()];
-    args.extend([
-        "--db-root",
+    let args = interact_run_args(
+        tasks.to_str().unwrap(),
         root.to_str().unwrap(),
-        "--out",
         out.to_str().unwrap(),
-    ]);
-    args.extend(extra);
+        extra,
+    );
     merit(&args, server, cache, true);
     let log = lines(&out.join("episodes.jsonl"));
     assert_eq!(log.len(), 1);
@@ -1440,18 +1317,22 @@ fn a_users_own_sqlite_database_is_prepared_and_run() {
         .to_string(),
     )
     .unwrap();
+    let own_tasks_arg = own_tasks.to_str().unwrap();
+    // `merit interact run` of that task into `out` with the person as the simulator.
+    let human_run = |out: &Path, extra: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_merit"));
+        command
+            .args(interact_run_args(
+                own_tasks_arg,
+                root_arg,
+                out.to_str().unwrap(),
+                &[&["--simulator", "human"][..], extra].concat(),
+            ))
+            .args(["--llm-url", &server, "--llm-model", "stand-in"]);
+        command
+    };
     let human_out = dir.path().join("run-human");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_merit"))
-        .args(["interact", "run", "--tasks", own_tasks.to_str().unwrap()])
-        .args(["--db-root", root_arg, "--out", human_out.to_str().unwrap()])
-        .args([
-            "--simulator",
-            "human",
-            "--llm-url",
-            &server,
-            "--llm-model",
-            "stand-in",
-        ])
+    let mut child = human_run(&human_out, &[])
         .arg("--cache")
         .arg(&cache)
         .stdin(std::process::Stdio::piped())
@@ -1470,34 +1351,20 @@ fn a_users_own_sqlite_database_is_prepared_and_run() {
     let log = lines(&human_out.join("episodes.jsonl"));
     assert_eq!(log[0]["trajectory"]["outcome"]["phase1_passed"], true);
     // A person answers one episode at a time: --parallel is refused, clearly.
-    let refused = Command::new(env!("CARGO_BIN_EXE_merit"))
-        .args(["interact", "run", "--tasks", own_tasks.to_str().unwrap()])
-        .args([
-            "--db-root",
-            root_arg,
-            "--out",
-            dir.path().join("run-h2").to_str().unwrap(),
-        ])
-        .args(["--simulator", "human", "--parallel", "2"])
-        .args(["--llm-url", &server, "--llm-model", "stand-in"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(
-        !refused.status.success() && stderr.contains("one episode at a time"),
-        "{stderr}"
-    );
+    let stderr = failure_stderr(&mut human_run(
+        &dir.path().join("run-h2"),
+        &["--parallel", "2"],
+    ));
+    assert!(stderr.contains("one episode at a time"), "{stderr}");
 
     // A file that is not a database is refused with its name, not a panic.
     let junk = dir.path().join("notes.sqlite");
     std::fs::write(&junk, "not a database").unwrap();
-    let refused = Command::new(env!("CARGO_BIN_EXE_merit"))
-        .args(["interact", "init-db", "--sqlite", junk.to_str().unwrap()])
-        .args(["--out", root_arg])
-        .output()
-        .unwrap();
-    assert!(!refused.status.success());
-    let stderr = String::from_utf8_lossy(&refused.stderr);
+    let stderr = failure_stderr(
+        Command::new(env!("CARGO_BIN_EXE_merit"))
+            .args(["interact", "init-db", "--sqlite", junk.to_str().unwrap()])
+            .args(["--out", root_arg]),
+    );
     assert!(
         stderr.contains("notes") && !stderr.contains("panicked"),
         "{stderr}"
@@ -1557,18 +1424,17 @@ fn an_interact_run_killed_anywhere_resumes_to_the_uninterrupted_files() {
     let cache = dir.path().join("cache");
     let task_file = write_tasks(dir.path(), "98", &WARM_REQUESTS[..4]);
     let root = mini_root();
+    let (tasks_arg, root_arg) = (task_file.to_str().unwrap(), root.to_str().unwrap());
     let command = |out: &Path| {
         let mut command = Command::new(env!("CARGO_BIN_EXE_merit"));
         command
-            .args(["interact", "run", "--memory", "cosine", "--tasks"])
-            .arg(&task_file)
-            .arg("--db-root")
-            .arg(&root)
-            .arg("--out")
-            .arg(out)
-            .args(["--llm-url", &server, "--llm-model", "stand-in"])
-            .args(["--embed-url", &server, "--embed-model", "words", "--cache"])
-            .arg(&cache)
+            .args(interact_run_args(
+                tasks_arg,
+                root_arg,
+                out.to_str().unwrap(),
+                &["--memory", "cosine"],
+            ))
+            .args(server_args(&server, &cache, true))
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
         command
@@ -1710,18 +1576,7 @@ fn prm_annotation_and_selector_training_killed_anywhere_end_as_uninterrupted() {
     let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
     let run = path("run");
     merit(
-        &[
-            "interact",
-            "run",
-            "--tasks",
-            tasks_arg,
-            "--db-root",
-            root,
-            "--out",
-            &run,
-            "--memory",
-            "cosine",
-        ],
+        &interact_run_args(tasks_arg, root, &run, &["--memory", "cosine"]),
         &server,
         &cache,
         true,
@@ -1730,9 +1585,7 @@ fn prm_annotation_and_selector_training_killed_anywhere_end_as_uninterrupted() {
         let mut command = Command::new(env!("CARGO_BIN_EXE_merit"));
         command
             .args(args)
-            .args(["--llm-url", &server, "--llm-model", "stand-in"])
-            .args(["--embed-url", &server, "--embed-model", "words", "--cache"])
-            .arg(&cache)
+            .args(server_args(&server, &cache, true))
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
         command
@@ -1838,31 +1691,16 @@ fn a_full_disk_stops_an_interact_run_cleanly_and_it_resumes() {
     let cache = dir.path().join("cache");
     let task_file = write_tasks(dir.path(), "96", &WARM_REQUESTS[..4]);
     let root = mini_root();
-    let args = |out: &Path| -> Vec<String> {
-        let mut args: Vec<String> = ["interact", "run", "--memory", "cosine", "--tasks"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        for extra in [
-            task_file.display().to_string(),
-            "--db-root".into(),
-            root.display().to_string(),
-            "--out".into(),
-            out.display().to_string(),
-            "--llm-url".into(),
-            server.clone(),
-            "--llm-model".into(),
-            "stand-in".into(),
-            "--embed-url".into(),
-            server.clone(),
-            "--embed-model".into(),
-            "words".into(),
-            "--cache".into(),
-            cache.display().to_string(),
-        ] {
-            args.push(extra);
-        }
-        args
+    let (tasks_arg, root_arg) = (task_file.to_str().unwrap(), root.to_str().unwrap());
+    let args = |out: &Path| -> Vec<OsString> {
+        let run = interact_run_args(
+            tasks_arg,
+            root_arg,
+            out.to_str().unwrap(),
+            &["--memory", "cosine"],
+        );
+        let run = run.into_iter().map(OsString::from);
+        run.chain(server_args(&server, &cache, true)).collect()
     };
     let plain = |out: &Path| {
         Command::new(env!("CARGO_BIN_EXE_merit"))
