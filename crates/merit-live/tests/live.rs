@@ -4,7 +4,8 @@
 
 use merit_core::model::{ChatModel, ChatReply, ChatRequest, Embedder, ModelError};
 use merit_live::{
-    AskRequest, LiveConfig, LiveDeps, LiveError, LiveMemory, RetirementPolicy, Signal, UserFeedback,
+    Answer, AskRequest, Finalization, LiveConfig, LiveDeps, LiveError, LiveMemory, OpenReport,
+    RetirementPolicy, Signal, UserFeedback,
 };
 use merit_memory::{HashEmbedder, Polarity};
 use merit_sql::SqliteDatabase;
@@ -23,17 +24,24 @@ fn database() -> SqliteDatabase {
 
 const SCHEMA: &str = "CREATE TABLE singer (Singer_ID int, Name text, Country text, Age int)";
 
+/// A model's reply proposing `sql` (in a fenced block), with the given token counts.
+fn sql_reply(sql: &str, prompt_tokens: u32, completion_tokens: u32) -> ChatReply {
+    ChatReply {
+        text: format!("```sql\n{sql}\n```"),
+        prompt_tokens,
+        completion_tokens,
+        latency: Duration::ZERO,
+        cached: false,
+        tool_calls: Vec::new(),
+    }
+}
+
 /// Answers with the queued replies in order (the initial SQL comes from the caller).
 struct Scripted(Mutex<VecDeque<String>>);
 
 impl Scripted {
     fn new(replies: &[&str]) -> Scripted {
-        Scripted(Mutex::new(
-            replies
-                .iter()
-                .map(|r| format!("```sql\n{r}\n```"))
-                .collect(),
-        ))
+        Scripted(Mutex::new(replies.iter().map(|r| r.to_string()).collect()))
     }
 }
 
@@ -43,38 +51,42 @@ impl ChatModel for Scripted {
     }
 
     fn chat(&self, _request: &ChatRequest) -> Result<ChatReply, ModelError> {
-        let text = self
+        let sql = self
             .0
             .lock()
             .unwrap()
             .pop_front()
             .ok_or_else(|| ModelError::Unavailable("the script ran out".into()))?;
-        Ok(ChatReply {
-            text,
-            prompt_tokens: 10,
-            completion_tokens: 5,
-            latency: Duration::ZERO,
-            cached: false,
-            tool_calls: Vec::new(),
-        })
+        Ok(sql_reply(&sql, 10, 5))
     }
 }
 
-fn open(dir: &Path, config: LiveConfig) -> LiveMemory {
-    let embedder: Arc<dyn Embedder> = Arc::new(HashEmbedder::new(64));
-    LiveMemory::open(dir, "concert_singer", embedder, config)
-        .expect("the live memory opens")
-        .0
+/// The hashed embedder every live memory here uses.
+fn embedder() -> Arc<dyn Embedder> {
+    Arc::new(HashEmbedder::new(64))
 }
 
+/// Opens (creating) the live memory of concert_singer in `dir`, with what replaying its
+/// journal reported.
+fn open_reporting(dir: &Path, config: LiveConfig) -> (LiveMemory, OpenReport) {
+    LiveMemory::open(dir, "concert_singer", embedder(), config).expect("the live memory opens")
+}
+
+/// Opens (creating) the live memory of concert_singer in `dir`.
+fn open(dir: &Path, config: LiveConfig) -> LiveMemory {
+    open_reporting(dir, config).0
+}
+
+/// Asks `question` at `now`, starting from the caller's failing `sql`, with `model` writing
+/// the repairs.
 fn ask(
     live: &LiveMemory,
     db: &SqliteDatabase,
-    model: &Scripted,
+    model: &dyn ChatModel,
     question: &str,
     sql: &str,
     now: u64,
-) -> merit_live::Answer {
+) -> Answer {
     live.ask(
         &AskRequest {
             database: None,
@@ -92,6 +104,54 @@ fn ask(
         now,
     )
     .expect("the ask is answered")
+}
+
+/// Asks like [`ask`] with a model whose one and only repair is `fix`.
+fn ask_with_fix(
+    live: &LiveMemory,
+    db: &SqliteDatabase,
+    fix: &str,
+    question: &str,
+    sql: &str,
+    now: u64,
+) -> Answer {
+    ask(live, db, &Scripted::new(&[fix]), question, sql, now)
+}
+
+/// Asks `question` at `now` from the misspelt `SELECT nme FROM singer`, with a model whose one
+/// and only repair is `SELECT Name FROM singer`.
+fn ask_repairing_nme(live: &LiveMemory, db: &SqliteDatabase, question: &str, now: u64) -> Answer {
+    ask_with_fix(
+        live,
+        db,
+        "SELECT Name FROM singer",
+        question,
+        "SELECT nme FROM singer",
+        now,
+    )
+}
+
+/// Gives `feedback` on `episode` at `now` and returns its finalization; the feedback must be
+/// taken.
+fn give_feedback(
+    live: &LiveMemory,
+    episode: u64,
+    feedback: UserFeedback,
+    db: &SqliteDatabase,
+    now: u64,
+) -> Finalization {
+    live.feedback(episode, feedback, db, now)
+        .expect("the feedback is taken")
+}
+
+/// The feedback of one round of the concurrent tests: a confirmation when `thread + round`
+/// is even, a rejection otherwise.
+fn confirm_or_reject(thread: u64, round: u64) -> UserFeedback {
+    if (thread + round).is_multiple_of(2) {
+        UserFeedback::Confirm
+    } else {
+        UserFeedback::Reject
+    }
 }
 
 #[test]
@@ -129,9 +189,7 @@ fn a_confirmed_repair_becomes_a_positive_memory_that_later_repairs_retrieve() {
     );
     assert!(second.memories_used.is_empty(), "{second:?}");
 
-    let done = live
-        .feedback(first.episode, UserFeedback::Confirm, &db, 3)
-        .unwrap();
+    let done = give_feedback(&live, first.episode, UserFeedback::Confirm, &db, 3);
     assert_eq!(done.signal, Some(Signal::UserConfirmed));
     assert_eq!(done.polarity, Some(Polarity::Positive));
     let memory = live.memory(done.memory.unwrap()).unwrap();
@@ -153,11 +211,10 @@ fn a_confirmed_repair_becomes_a_positive_memory_that_later_repairs_retrieve() {
     assert_eq!(open(dir.path(), LiveConfig::default()).timeline(), timeline);
 
     // Now a third failing ask retrieves it, with a score.
-    let model = Scripted::new(&["SELECT Country FROM singer"]);
-    let third = ask(
+    let third = ask_with_fix(
         &live,
         &db,
-        &model,
+        "SELECT Country FROM singer",
         "Countries of singers?",
         "SELECT cntry FROM singer",
         4,
@@ -196,31 +253,13 @@ fn rejections_corrections_and_the_wait_decide_polarity_and_confidence() {
     };
     let live = open(dir.path(), config);
     // Rejected repair: negative.
-    let model = Scripted::new(&["SELECT Name FROM singer"]);
-    let rejected = ask(
-        &live,
-        &db,
-        &model,
-        "Oldest singer?",
-        "SELECT nme FROM singer",
-        0,
-    );
-    let done = live
-        .feedback(rejected.episode, UserFeedback::Reject, &db, 1)
-        .unwrap();
+    let rejected = ask_repairing_nme(&live, &db, "Oldest singer?", 0);
+    let done = give_feedback(&live, rejected.episode, UserFeedback::Reject, &db, 1);
     assert_eq!(done.signal, Some(Signal::UserRejected));
     assert_eq!(done.polarity, Some(Polarity::Negative));
 
     // A correction that does not execute is refused and changes nothing.
-    let model = Scripted::new(&["SELECT Name FROM singer"]);
-    let corrected = ask(
-        &live,
-        &db,
-        &model,
-        "Oldest singer?",
-        "SELECT nme FROM singer",
-        2,
-    );
+    let corrected = ask_repairing_nme(&live, &db, "Oldest singer?", 2);
     let refused = live
         .feedback(
             corrected.episode,
@@ -232,16 +271,15 @@ fn rejections_corrections_and_the_wait_decide_polarity_and_confidence() {
         )
         .unwrap_err();
     assert!(refused.to_string().contains("no such column"), "{refused}");
-    let done = live
-        .feedback(
-            corrected.episode,
-            UserFeedback::Correct {
-                sql: "SELECT Name FROM singer ORDER BY Age DESC LIMIT 1".into(),
-            },
-            &db,
-            4,
-        )
-        .unwrap();
+    let done = give_feedback(
+        &live,
+        corrected.episode,
+        UserFeedback::Correct {
+            sql: "SELECT Name FROM singer ORDER BY Age DESC LIMIT 1".into(),
+        },
+        &db,
+        4,
+    );
     assert_eq!(done.signal, Some(Signal::UserCorrected));
     let memory = live.memory(done.memory.unwrap()).unwrap();
     assert_eq!(memory.polarity, Polarity::Positive);
@@ -253,11 +291,10 @@ fn rejections_corrections_and_the_wait_decide_polarity_and_confidence() {
     assert_eq!(memory.confidence, 0.9);
 
     // No feedback: finalized only after the wait, as an unconfirmed positive.
-    let model = Scripted::new(&["SELECT Country FROM singer"]);
-    let waiting = ask(
+    let waiting = ask_with_fix(
         &live,
         &db,
-        &model,
+        "SELECT Country FROM singer",
         "Countries?",
         "SELECT cntry FROM singer",
         10,
@@ -294,33 +331,20 @@ fn without_negative_memory_a_rejected_answer_leaves_no_entry_and_replay_follows_
     };
     {
         let live = open(dir.path(), config);
-        let model = Scripted::new(&["SELECT Name FROM singer"]);
-        let rejected = ask(
-            &live,
-            &db,
-            &model,
-            "Oldest singer?",
-            "SELECT nme FROM singer",
-            0,
-        );
-        let done = live
-            .feedback(rejected.episode, UserFeedback::Reject, &db, 1)
-            .unwrap();
+        let rejected = ask_repairing_nme(&live, &db, "Oldest singer?", 0);
+        let done = give_feedback(&live, rejected.episode, UserFeedback::Reject, &db, 1);
         assert_eq!(done.signal, Some(Signal::UserRejected));
         assert_eq!((done.memory, done.polarity), (None, None));
         // A confirmed repair is still remembered.
-        let model = Scripted::new(&["SELECT Country FROM singer"]);
-        let confirmed = ask(
+        let confirmed = ask_with_fix(
             &live,
             &db,
-            &model,
+            "SELECT Country FROM singer",
             "Countries?",
             "SELECT cntry FROM singer",
             2,
         );
-        let done = live
-            .feedback(confirmed.episode, UserFeedback::Confirm, &db, 3)
-            .unwrap();
+        let done = give_feedback(&live, confirmed.episode, UserFeedback::Confirm, &db, 3);
         assert_eq!(done.polarity, Some(Polarity::Positive));
         assert_eq!(live.memories().len(), 1);
     }
@@ -330,18 +354,8 @@ fn without_negative_memory_a_rejected_answer_leaves_no_entry_and_replay_follows_
     let memories = live.memories();
     assert_eq!(memories.len(), 1);
     assert_eq!(memories[0].polarity, Polarity::Positive);
-    let model = Scripted::new(&["SELECT Name FROM singer"]);
-    let rejected = ask(
-        &live,
-        &db,
-        &model,
-        "Youngest singer?",
-        "SELECT nme FROM singer",
-        4,
-    );
-    let done = live
-        .feedback(rejected.episode, UserFeedback::Reject, &db, 5)
-        .unwrap();
+    let rejected = ask_repairing_nme(&live, &db, "Youngest singer?", 4);
+    let done = give_feedback(&live, rejected.episode, UserFeedback::Reject, &db, 5);
     assert_eq!(done.polarity, Some(Polarity::Negative));
     assert_eq!(live.memories().len(), 2);
 }
@@ -355,48 +369,26 @@ fn a_memory_behind_rejected_answers_is_retired_and_can_be_restored() {
         ..LiveConfig::default()
     };
     let live = open(dir.path(), config.clone());
-    let model = Scripted::new(&["SELECT Name FROM singer"]);
-    let first = ask(
-        &live,
-        &db,
-        &model,
-        "Names of singers?",
-        "SELECT nme FROM singer",
-        0,
-    );
-    let seed = live
-        .feedback(first.episode, UserFeedback::Confirm, &db, 1)
-        .unwrap()
+    let first = ask_repairing_nme(&live, &db, "Names of singers?", 0);
+    let seed = give_feedback(&live, first.episode, UserFeedback::Confirm, &db, 1)
         .memory
         .unwrap();
     let mut retired = Vec::new();
     for round in 0..2u64 {
-        let model = Scripted::new(&["SELECT Name FROM singer"]);
-        let answer = ask(
-            &live,
-            &db,
-            &model,
-            "Names?",
-            "SELECT nme FROM singer",
-            10 + round,
-        );
+        let answer = ask_repairing_nme(&live, &db, "Names?", 10 + round);
         assert_eq!(answer.memories_used[0].id, seed, "{answer:?}");
-        let done = live
-            .feedback(answer.episode, UserFeedback::Reject, &db, 20 + round)
-            .unwrap();
+        let done = give_feedback(&live, answer.episode, UserFeedback::Reject, &db, 20 + round);
         retired.extend(done.retired);
     }
     assert_eq!(retired, [seed]);
     let info = live.memory(seed).unwrap();
     assert!(info.retired && info.retired_because.is_some(), "{info:?}");
-    let model = Scripted::new(&["SELECT Name FROM singer"]);
-    let after = ask(&live, &db, &model, "Names?", "SELECT nme FROM singer", 30);
+    let after = ask_repairing_nme(&live, &db, "Names?", 30);
     assert!(
         after.memories_used.iter().all(|used| used.id != seed),
         "a retired memory is never retrieved: {after:?}"
     );
-    live.feedback(after.episode, UserFeedback::Confirm, &db, 31)
-        .unwrap();
+    give_feedback(&live, after.episode, UserFeedback::Confirm, &db, 31);
     let restored = live.restore(seed, 40).unwrap();
     assert!(!restored.retired && restored.record.rejected == 0);
 
@@ -412,11 +404,8 @@ fn acknowledged_feedback_survives_a_kill_before_its_finalization_was_written() {
     let dir = tempfile::tempdir().unwrap();
     let db = database();
     let live = open(dir.path(), LiveConfig::default());
-    let model = Scripted::new(&["SELECT Name FROM singer"]);
-    let answer = ask(&live, &db, &model, "Names?", "SELECT nme FROM singer", 0);
-    let done = live
-        .feedback(answer.episode, UserFeedback::Confirm, &db, 1)
-        .unwrap();
+    let answer = ask_repairing_nme(&live, &db, "Names?", 0);
+    let done = give_feedback(&live, answer.episode, UserFeedback::Confirm, &db, 1);
     let memories = live.memories();
     drop(live);
     // Cut the journal's last line (the finalization) and leave half of it, as a kill during
@@ -429,14 +418,7 @@ fn acknowledged_feedback_survives_a_kill_before_its_finalization_was_written() {
     let torn = &lines[lines.len() - 1][..20];
     std::fs::write(&path, format!("{kept}\n{torn}")).unwrap();
 
-    let embedder: Arc<dyn Embedder> = Arc::new(HashEmbedder::new(64));
-    let (reopened, report) = LiveMemory::open(
-        dir.path(),
-        "concert_singer",
-        embedder,
-        LiveConfig::default(),
-    )
-    .unwrap();
+    let (reopened, report) = open_reporting(dir.path(), LiveConfig::default());
     assert_eq!(report.torn_bytes, 20);
     assert_eq!(report.finalized_on_open, 1);
     assert_eq!(reopened.memories(), memories);
@@ -446,14 +428,7 @@ fn acknowledged_feedback_survives_a_kill_before_its_finalization_was_written() {
     );
     // And the journal is whole again: a third open replays it without finalizing anything.
     drop(reopened);
-    let embedder: Arc<dyn Embedder> = Arc::new(HashEmbedder::new(64));
-    let (_, report) = LiveMemory::open(
-        dir.path(),
-        "concert_singer",
-        embedder,
-        LiveConfig::default(),
-    )
-    .unwrap();
+    let (_, report) = open_reporting(dir.path(), LiveConfig::default());
     assert_eq!((report.torn_bytes, report.finalized_on_open), (0, 0));
 }
 
@@ -465,8 +440,7 @@ fn a_journal_that_does_not_fit_together_is_an_error_naming_it() {
         "{\"event\":\"feedback\",\"episode\":4,\"time_ms\":1,\"feedback\":{\"kind\":\"confirm\"}}\n",
     )
     .unwrap();
-    let embedder: Arc<dyn Embedder> = Arc::new(HashEmbedder::new(64));
-    let error = LiveMemory::open(dir.path(), "db", embedder, LiveConfig::default())
+    let error = LiveMemory::open(dir.path(), "db", embedder(), LiveConfig::default())
         .err()
         .expect("an inconsistent journal is refused");
     assert!(
@@ -484,14 +458,7 @@ impl ChatModel for AlwaysFix {
     }
 
     fn chat(&self, _request: &ChatRequest) -> Result<ChatReply, ModelError> {
-        Ok(ChatReply {
-            text: "```sql\nSELECT Name FROM singer\n```".into(),
-            prompt_tokens: 1,
-            completion_tokens: 1,
-            latency: Duration::ZERO,
-            cached: false,
-            tool_calls: Vec::new(),
-        })
+        Ok(sql_reply("SELECT Name FROM singer", 1, 1))
     }
 }
 
@@ -511,31 +478,16 @@ fn concurrent_asks_and_feedback_serialize_into_one_consistent_journal() {
             let (live, db) = (&live, &db);
             scope.spawn(move || {
                 for round in 0..5u64 {
-                    let answer = live
-                        .ask(
-                            &AskRequest {
-                                database: None,
-                                question: &format!("Singer names, thread {thread} round {round}?"),
-                                evidence: "",
-                                schema: SCHEMA,
-                                initial_sql: Some("SELECT nme FROM singer"),
-                            },
-                            &LiveDeps {
-                                model: &AlwaysFix,
-                                initial_model: None,
-                                database: db,
-                                aids: None,
-                            },
-                            thread * 100 + round,
-                        )
-                        .unwrap();
-                    let feedback = if (thread + round) % 2 == 0 {
-                        UserFeedback::Confirm
-                    } else {
-                        UserFeedback::Reject
-                    };
-                    live.feedback(answer.episode, feedback, db, thread * 100 + round)
-                        .unwrap();
+                    let answer = ask(
+                        live,
+                        db,
+                        &AlwaysFix,
+                        &format!("Singer names, thread {thread} round {round}?"),
+                        "SELECT nme FROM singer",
+                        thread * 100 + round,
+                    );
+                    let feedback = confirm_or_reject(thread, round);
+                    give_feedback(live, answer.episode, feedback, db, thread * 100 + round);
                 }
             });
         }
@@ -592,11 +544,10 @@ fn two_replicas_share_one_memory_through_a_postgres_journal() {
     };
     let replica = || {
         let journal = PostgresJournal::connect(&url, &name).expect("the journal table opens");
-        let embedder: Arc<dyn Embedder> = Arc::new(HashEmbedder::new(64));
         LiveMemory::open_with_store(
             Box::new(journal),
             "concert_singer",
-            embedder,
+            embedder(),
             config.clone(),
         )
         .expect("the replica opens")
@@ -605,32 +556,24 @@ fn two_replicas_share_one_memory_through_a_postgres_journal() {
     let (a, b) = (replica(), replica());
     let db = database();
 
-    let first = ask(
-        &a,
-        &db,
-        &Scripted::new(&["SELECT Name FROM singer"]),
-        "Names of singers?",
-        "SELECT nme FROM singer",
-        1,
-    );
+    let first = ask_repairing_nme(&a, &db, "Names of singers?", 1);
     assert!(first.executed);
     let done = b
         .feedback(first.episode, UserFeedback::Confirm, &db, 2)
         .expect("feedback through the other replica");
     let id = done.memory.expect("a confirmed repair is remembered");
     assert_eq!(a.memory(id).unwrap().revised_sql, "SELECT Name FROM singer");
-    let second = ask(
+    let second = ask_with_fix(
         &a,
         &db,
-        &Scripted::new(&["SELECT Country FROM singer"]),
+        "SELECT Country FROM singer",
         "Countries of singers?",
         "SELECT cntry FROM singer",
         3,
     );
     assert_eq!(second.memories_used[0].id, id, "{second:?}");
     assert_ne!(second.episode, first.episode);
-    b.feedback(second.episode, UserFeedback::Reject, &db, 4)
-        .unwrap();
+    give_feedback(&b, second.episode, UserFeedback::Reject, &db, 4);
     assert!(matches!(
         a.feedback(second.episode, UserFeedback::Confirm, &db, 5),
         Err(LiveError::AlreadyFinalized(_))
@@ -642,33 +585,18 @@ fn two_replicas_share_one_memory_through_a_postgres_journal() {
                 let db = &db;
                 scope.spawn(move || {
                     for round in 0..3u64 {
-                        let answer = live
-                            .ask(
-                                &AskRequest {
-                                    database: None,
-                                    question: &format!(
-                                        "Singer names, replica {replica} thread {thread} round {round}?"
-                                    ),
-                                    evidence: "",
-                                    schema: SCHEMA,
-                                    initial_sql: Some("SELECT nme FROM singer"),
-                                },
-                                &LiveDeps {
-                                    model: &AlwaysFix,
-                                    initial_model: None,
-                                    database: db,
-                                    aids: None,
-                                },
-                                10 + round,
-                            )
-                            .unwrap();
-                        let feedback = if (thread + round) % 2 == 0 {
-                            UserFeedback::Confirm
-                        } else {
-                            UserFeedback::Reject
-                        };
-                        live.feedback(answer.episode, feedback, db, 20 + round)
-                            .unwrap();
+                        let answer = ask(
+                            live,
+                            db,
+                            &AlwaysFix,
+                            &format!(
+                                "Singer names, replica {replica} thread {thread} round {round}?"
+                            ),
+                            "SELECT nme FROM singer",
+                            10 + round,
+                        );
+                        let feedback = confirm_or_reject(thread, round);
+                        give_feedback(live, answer.episode, feedback, db, 20 + round);
                     }
                 });
             }

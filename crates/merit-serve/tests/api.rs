@@ -76,16 +76,28 @@ databases = ["pets_1"]
     config
 }
 
-fn service(state: &Path) -> Arc<Service> {
+/// The models of a service here: `repair` proposed every time, and the hashed embedder.
+fn models(repair: &'static str) -> ServiceModels {
     let embedder: Arc<dyn Embedder> = Arc::new(HashEmbedder::new(64));
-    let models = ServiceModels {
-        repair: Arc::new(Fixed("SELECT Name FROM singer")),
+    ServiceModels {
+        repair: Arc::new(Fixed(repair)),
         initial: None,
         embedder,
-    };
-    Arc::new(Service::start(config(state), models).unwrap())
+    }
 }
 
+/// Starts a service on `config` whose model repairs to `SELECT Name FROM singer`.
+fn service_with(config: ServeConfig) -> Arc<Service> {
+    Arc::new(Service::start(config, models("SELECT Name FROM singer")).unwrap())
+}
+
+/// Starts the service of [`config`] with its state in `state`.
+fn service(state: &Path) -> Arc<Service> {
+    service_with(config(state))
+}
+
+/// Sends `method` `path` through the router in process, with `key` as the bearer token and
+/// `body` as JSON; returns the status and the JSON answer (`Null` when there is none).
 async fn call(
     service: &Arc<Service>,
     method: &str,
@@ -110,20 +122,41 @@ async fn call(
     (status, value)
 }
 
+/// GETs `path` with `key`.
+async fn get(service: &Arc<Service>, path: &str, key: &str) -> (StatusCode, Value) {
+    call(service, "GET", path, Some(key), None).await
+}
+
+/// POSTs `body` (`None`: an empty one) to `path` with `key`.
+async fn post(
+    service: &Arc<Service>,
+    path: &str,
+    key: &str,
+    body: Option<String>,
+) -> (StatusCode, Value) {
+    call(service, "POST", path, Some(key), body).await
+}
+
+/// POSTs feedback `kind` (`{"kind": ...}`) on `episode` of concert_singer with `key`.
+async fn give_feedback(
+    service: &Arc<Service>,
+    key: &str,
+    episode: u64,
+    kind: Value,
+) -> (StatusCode, Value) {
+    let body = json!({"database": "concert_singer", "episode": episode, "feedback": kind});
+    post(service, "/v1/feedback", key, Some(body.to_string())).await
+}
+
+/// Asks `database`, with `key`, for the singers' names, starting from the misspelt
+/// `SELECT nme FROM singer`.
 async fn ask(service: &Arc<Service>, key: &str, database: &str) -> (StatusCode, Value) {
     let body = json!({
         "database": database,
         "question": "What are the names of the singers?",
         "sql": "SELECT nme FROM singer",
     });
-    call(
-        service,
-        "POST",
-        "/v1/ask",
-        Some(key),
-        Some(body.to_string()),
-    )
-    .await
+    post(service, "/v1/ask", key, Some(body.to_string())).await
 }
 
 #[tokio::test]
@@ -135,9 +168,9 @@ async fn keys_and_tenants_are_enforced() {
     let (status, body) = call(&service, "GET", "/v1/databases", None, None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert!(body["error"].as_str().unwrap().contains("Authorization"));
-    let (status, _) = call(&service, "GET", "/v1/databases", Some("wrong"), None).await;
+    let (status, _) = get(&service, "/v1/databases", "wrong").await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
-    let (_, body) = call(&service, "GET", "/v1/databases", Some(KEY_A), None).await;
+    let (_, body) = get(&service, "/v1/databases", KEY_A).await;
     assert_eq!(body, json!(["concert_singer", "pets_1"]));
 
     // Acme's repair, confirmed, becomes acme's memory only.
@@ -147,46 +180,23 @@ async fn keys_and_tenants_are_enforced() {
     assert_eq!(answer["executed"], true);
     assert!(answer["rows"].as_array().unwrap().len() >= 5);
     let episode = answer["episode"].as_u64().unwrap();
-    let feedback = json!({"database": "concert_singer", "episode": episode,
-                          "feedback": {"kind": "confirm"}});
-    let (status, done) = call(
-        &service,
-        "POST",
-        "/v1/feedback",
-        Some(KEY_A),
-        Some(feedback.to_string()),
-    )
-    .await;
+    let (status, done) = give_feedback(&service, KEY_A, episode, json!({"kind": "confirm"})).await;
     assert_eq!(status, StatusCode::OK, "{done}");
     let id = done["memory"].as_u64().unwrap();
     let path = "/v1/databases/concert_singer/memories";
-    let (_, mine) = call(&service, "GET", path, Some(KEY_A), None).await;
+    let (_, mine) = get(&service, path, KEY_A).await;
     assert_eq!(mine.as_array().unwrap().len(), 1);
     assert_eq!(mine[0]["signal"], "user_confirmed");
 
     // Globex uses the same database and sees none of it, and cannot touch it.
-    let (_, theirs) = call(&service, "GET", path, Some(KEY_B), None).await;
+    let (_, theirs) = get(&service, path, KEY_B).await;
     assert_eq!(theirs, json!([]));
     let one = format!("{path}/m{id}");
-    let (status, _) = call(&service, "GET", &one, Some(KEY_B), None).await;
+    let (status, _) = get(&service, &one, KEY_B).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    let (status, _) = call(
-        &service,
-        "POST",
-        &format!("{one}/retire"),
-        Some(KEY_B),
-        None,
-    )
-    .await;
+    let (status, _) = post(&service, &format!("{one}/retire"), KEY_B, None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    let (status, _) = call(
-        &service,
-        "POST",
-        "/v1/feedback",
-        Some(KEY_B),
-        Some(feedback.to_string()),
-    )
-    .await;
+    let (status, _) = give_feedback(&service, KEY_B, episode, json!({"kind": "confirm"})).await;
     assert_eq!(
         status,
         StatusCode::NOT_FOUND,
@@ -203,12 +213,10 @@ async fn keys_and_tenants_are_enforced() {
     for database in ["concert_singer", "no_such_db"] {
         let (status, body) = ask(&service, KEY_PETS, database).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
-        let (status, _) = call(
+        let (status, _) = get(
             &service,
-            "GET",
             &format!("/v1/databases/{database}/stats"),
-            Some(KEY_PETS),
-            None,
+            KEY_PETS,
         )
         .await;
         assert_eq!(status, StatusCode::FORBIDDEN);
@@ -219,66 +227,40 @@ async fn keys_and_tenants_are_enforced() {
 async fn bad_requests_get_clear_4xx_answers() {
     let state = tempfile::tempdir().unwrap();
     let service = service(state.path());
-    let post = |body: String| {
-        let service = Arc::clone(&service);
-        async move { call(&service, "POST", "/v1/ask", Some(KEY_A), Some(body)).await }
-    };
-    let (status, body) = post("{not json".into()).await;
+    let ask_with_body = |body: String| post(&service, "/v1/ask", KEY_A, Some(body));
+    let (status, body) = ask_with_body("{not json".into()).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert!(!body["error"].as_str().unwrap().is_empty());
-    let (status, body) =
-        post(json!({"database": "concert_singer", "question": "q", "colour": 1}).to_string()).await;
+    let (status, body) = ask_with_body(
+        json!({"database": "concert_singer", "question": "q", "colour": 1}).to_string(),
+    )
+    .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
     assert!(body["error"].as_str().unwrap().contains("colour"), "{body}");
     let (status, body) =
-        post(json!({"database": "concert_singer", "question": " "}).to_string()).await;
+        ask_with_body(json!({"database": "concert_singer", "question": " "}).to_string()).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     let big = json!({"database": "concert_singer", "question": "x".repeat(4096)}).to_string();
-    let (status, body) = post(big).await;
+    let (status, body) = ask_with_body(big).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
 
     let (_, answer) = ask(&service, KEY_A, "concert_singer").await;
     let episode = answer["episode"].as_u64().unwrap();
-    let feedback = |kind: Value| {
-        json!({"database": "concert_singer", "episode": episode, "feedback": kind}).to_string()
-    };
-    let (status, body) = call(
-        &service,
-        "POST",
-        "/v1/feedback",
-        Some(KEY_A),
-        Some(feedback(
-            json!({"kind": "correct", "sql": "SELECT nope FROM singer"}),
-        )),
-    )
-    .await;
+    let correction = json!({"kind": "correct", "sql": "SELECT nope FROM singer"});
+    let (status, body) = give_feedback(&service, KEY_A, episode, correction).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
     assert!(body["error"].as_str().unwrap().contains("does not execute"));
-    let (status, done) = call(
-        &service,
-        "POST",
-        "/v1/feedback",
-        Some(KEY_A),
-        Some(feedback(json!({"kind": "reject"}))),
-    )
-    .await;
+    let (status, done) = give_feedback(&service, KEY_A, episode, json!({"kind": "reject"})).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(done["polarity"], "negative");
-    let (status, _) = call(
-        &service,
-        "POST",
-        "/v1/feedback",
-        Some(KEY_A),
-        Some(feedback(json!({"kind": "confirm"}))),
-    )
-    .await;
+    let (status, _) = give_feedback(&service, KEY_A, episode, json!({"kind": "confirm"})).await;
     assert_eq!(status, StatusCode::CONFLICT);
     let path = "/v1/databases/concert_singer/memories";
-    let (status, _) = call(&service, "GET", &format!("{path}/abc"), Some(KEY_A), None).await;
+    let (status, _) = get(&service, &format!("{path}/abc"), KEY_A).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    let (status, _) = call(&service, "GET", &format!("{path}/m99"), Some(KEY_A), None).await;
+    let (status, _) = get(&service, &format!("{path}/m99"), KEY_A).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    let (status, _) = call(&service, "GET", "/v2/anything", Some(KEY_A), None).await;
+    let (status, _) = get(&service, "/v2/anything", KEY_A).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
@@ -288,43 +270,29 @@ async fn memories_are_retired_restored_and_survive_a_restart() {
     let service = service(state.path());
     let (_, answer) = ask(&service, KEY_A, "concert_singer").await;
     let episode = answer["episode"].as_u64().unwrap();
-    let feedback = json!({"database": "concert_singer", "episode": episode,
-                          "feedback": {"kind": "confirm"}});
-    let (_, done) = call(
-        &service,
-        "POST",
-        "/v1/feedback",
-        Some(KEY_A),
-        Some(feedback.to_string()),
-    )
-    .await;
+    let (_, done) = give_feedback(&service, KEY_A, episode, json!({"kind": "confirm"})).await;
     let id = done["memory"].as_u64().unwrap();
-    let (status, found) = call(
+    let (status, found) = get(
         &service,
-        "GET",
         "/v1/databases/concert_singer/memories?q=singer%20names&limit=3",
-        Some(KEY_A),
-        None,
+        KEY_A,
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{found}");
     assert_eq!(found[0]["id"], id);
     assert!(found[0]["score"].as_f64().unwrap() > 0.0);
-    let (status, _) = call(
+    let (status, _) = get(
         &service,
-        "GET",
         "/v1/databases/concert_singer/memories?q=singer&limit=0",
-        Some(KEY_A),
-        None,
+        KEY_A,
     )
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     let one = format!("/v1/databases/concert_singer/memories/m{id}");
-    let (status, info) = call(
+    let (status, info) = post(
         &service,
-        "POST",
         &format!("{one}/retire"),
-        Some(KEY_A),
+        KEY_A,
         Some(json!({"reason": "wrong join"}).to_string()),
     )
     .await;
@@ -333,12 +301,10 @@ async fn memories_are_retired_restored_and_survive_a_restart() {
         (info["retired"].clone(), info["retired_because"].clone()),
         (json!(true), json!("wrong join"))
     );
-    let (_, retired) = call(
+    let (_, retired) = get(
         &service,
-        "GET",
         "/v1/databases/concert_singer/memories?retired=true",
-        Some(KEY_A),
-        None,
+        KEY_A,
     )
     .await;
     assert_eq!(retired.as_array().unwrap().len(), 1);
@@ -348,14 +314,7 @@ async fn memories_are_retired_restored_and_survive_a_restart() {
         json!([]),
         "a retired memory is not retrieved"
     );
-    let (_, stats) = call(
-        &service,
-        "GET",
-        "/v1/databases/concert_singer/stats",
-        Some(KEY_A),
-        None,
-    )
-    .await;
+    let (_, stats) = get(&service, "/v1/databases/concert_singer/stats", KEY_A).await;
     assert_eq!(
         (stats["asked"].clone(), stats["retired"].clone()),
         (json!(2), json!(1))
@@ -364,16 +323,9 @@ async fn memories_are_retired_restored_and_survive_a_restart() {
     // A restart (same state folder) finds the same memory, still retired, then restores it.
     drop(service);
     let service = self::service(state.path());
-    let (_, again) = call(&service, "GET", &one, Some(KEY_A), None).await;
+    let (_, again) = get(&service, &one, KEY_A).await;
     assert_eq!(again, info);
-    let (status, restored) = call(
-        &service,
-        "POST",
-        &format!("{one}/restore"),
-        Some(KEY_A),
-        None,
-    )
-    .await;
+    let (status, restored) = post(&service, &format!("{one}/restore"), KEY_A, None).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(restored["retired"], false);
     let (_, answer) = ask(&service, KEY_A, "concert_singer").await;
@@ -408,13 +360,8 @@ async fn a_postgresql_database_is_served_like_a_sqlite_one() {
     );
     let config = ServeConfig::parse(&text).unwrap();
     config.check().unwrap();
-    let embedder: Arc<dyn Embedder> = Arc::new(HashEmbedder::new(64));
-    let models = ServiceModels {
-        // The copy keeps SQLite's identifier case, so the repair quotes the column.
-        repair: Arc::new(Fixed("SELECT \"Name\" FROM singer")),
-        initial: None,
-        embedder,
-    };
+    // The copy keeps SQLite's identifier case, so the repair quotes the column.
+    let models = models("SELECT \"Name\" FROM singer");
     let service = std::thread::spawn(move || Service::start(config, models))
         .join()
         .unwrap()
@@ -422,14 +369,7 @@ async fn a_postgresql_database_is_served_like_a_sqlite_one() {
         .unwrap();
     let body = json!({"database": "singers", "question": "Names of singers?",
                       "sql": "SELECT \"Nme\" FROM singer"});
-    let (status, answer) = call(
-        &service,
-        "POST",
-        "/v1/ask",
-        Some(KEY_A),
-        Some(body.to_string()),
-    )
-    .await;
+    let (status, answer) = post(&service, "/v1/ask", KEY_A, Some(body.to_string())).await;
     assert_eq!(status, StatusCode::OK, "{answer}");
     assert_eq!(answer["executed"], true, "{answer}");
     assert_eq!(answer["rows"].as_array().unwrap().len(), 6);
@@ -443,14 +383,7 @@ async fn a_postgresql_database_is_served_like_a_sqlite_one() {
     assert_eq!(answer["attempts"][0]["failure_type"], "schema_linking");
     let feedback = json!({"database": "singers", "episode": answer["episode"],
                           "feedback": {"kind": "confirm"}});
-    let (status, done) = call(
-        &service,
-        "POST",
-        "/v1/feedback",
-        Some(KEY_A),
-        Some(feedback.to_string()),
-    )
-    .await;
+    let (status, done) = post(&service, "/v1/feedback", KEY_A, Some(feedback.to_string())).await;
     assert_eq!(
         (status, done["polarity"].clone()),
         (StatusCode::OK, json!("positive"))
@@ -499,18 +432,7 @@ async fn the_mcp_endpoint_needs_a_key_and_a_known_host() {
     let state = tempfile::tempdir().unwrap();
     let mut config = config(state.path());
     config.mcp_hosts = vec!["merit.example.com".into()];
-    let embedder: Arc<dyn Embedder> = Arc::new(HashEmbedder::new(64));
-    let named = Arc::new(
-        Service::start(
-            config,
-            ServiceModels {
-                repair: Arc::new(Fixed("SELECT Name FROM singer")),
-                initial: None,
-                embedder,
-            },
-        )
-        .unwrap(),
-    );
+    let named = service_with(config);
     assert_eq!(
         post(&named, "merit.example.com", Some(KEY_A)).await,
         StatusCode::OK
