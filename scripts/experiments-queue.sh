@@ -38,7 +38,8 @@
 #                  in all (issue 22), logged to docs/results/fuzz/runs.tsv (date, target, CPU
 #                  seconds, wall seconds, inputs run, exit status; the build is not counted).
 #                  Targets fuzzed earlier on idle cycles beside the queue count (see that script)
-#   interact-rest  (not in the default) scripts/interact-experiments.sh to its end: the earlier ablations, retention
+#   interact-rest  (not in the default) scripts/interact-experiments.sh to its end: the memory written on the
+#                  evaluation databases (`indomain`), then the earlier ablations, retention
 #                  and retrieval-size arms regenerated at 60 tasks (what is done is skipped)
 #   interact-memory interact-main up to its cosine evaluation arm only
 #                  (STOP_AFTER=memory): what interact-hints is to be compared with, before the

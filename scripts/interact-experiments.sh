@@ -37,8 +37,15 @@ EVAL_LIMIT=${EVAL_LIMIT:-}
 # paper's Table 3, Table 7 and Figure 3b do: no-episode and no-turn switch a memory level off,
 # no-rl selects with the untrained agent model instead of the PPO-trained selectors, all keeps
 # the experience of failed episodes too, injectN injects N memories per retrieval.
+# indomain (beyond the paper) is cosine memory written on the evaluation split's own databases:
+# the training split shares none of them (Spider keeps its splits' databases apart), so every
+# other arm's memories come from other databases; this one's come from a stream of tasks
+# generated from the Spider dev questions of the evaluation databases that seed no evaluation
+# task (data/interact-dev-memory, INDOMAIN_TASKS of them; those whose reference SQL equals an
+# evaluation task's are left out of the stream), answered in order with memory written online.
 EXTRA_ARMS=${EXTRA_ARMS:-vanilla demo topick}
-LATER_ARMS=${LATER_ARMS:-bm25 memrl memento no-episode no-turn no-rl all inject2 inject3 inject4 inject5}
+LATER_ARMS=${LATER_ARMS:-indomain bm25 memrl memento no-episode no-turn no-rl all inject2 inject3 inject4 inject5}
+INDOMAIN_TASKS=${INDOMAIN_TASKS:-60}
 # Held-out checks of the turn selector: one training per (inputs, seed), HOLDOUT_TASKS
 # training tasks held out (the smoke's four training tasks leave fewer than four with states).
 HOLDOUT_SEEDS=${HOLDOUT_SEEDS:-0 1 2}
@@ -230,9 +237,58 @@ record_missed "${main_arms[@]}"
 # 5. Baselines (issue 18) and Pass@k; after them the counterfactual (Table 4), the ablations
 # (Table 3) and retention (Table 7), which regenerate earlier side tables at the new size.
 arms=("${main_arms[@]}")
+# The in-database memory of the `indomain` arm (see INDOMAIN_TASKS above): its task set, then
+# the stream that writes the memory.
+indomain_memory() {
+  local out=data/interact-dev-memory
+  mkdir -p "$out"
+  # The seeds are fixed once (a later evaluation file would not change them).
+  [ -f "$out/seeds.json" ] || python3 - "$SPIDER/dev.json" data/interact-dev/tasks.jsonl \
+    "$out/seeds.json" <<'EOF'
+import json, os, sys
+questions = json.load(open(sys.argv[1]))
+tasks = [json.loads(line) for line in open(sys.argv[2]) if line.strip()]
+databases = {t["selected_database"] for t in tasks}
+# Evaluation tasks name their seed `dev-N` (its index in dev.json) and keep its SQL.
+seeds = {int(t["generation"]["seed_id"].rsplit("-", 1)[1]) for t in tasks}
+seed_sql = {" ".join(t["generation"]["seed_sql"].split()).lower() for t in tasks}
+kept = [q for n, q in enumerate(questions)
+        if q["db_id"] in databases and n not in seeds
+        and " ".join(q["query"].split()).lower() not in seed_sql]
+with open(sys.argv[3] + ".tmp", "w") as f:
+    json.dump(kept, f, indent=1)
+os.replace(sys.argv[3] + ".tmp", sys.argv[3])
+print(f"{len(kept)} seed questions on {len(databases)} evaluation databases", file=sys.stderr)
+EOF
+  generate dev-memory "$out/seeds.json" "$EVAL_SEEDS" "$INDOMAIN_TASKS"
+  record "$RESULTS/task-set-indomain.md" "$MERIT" interact stats "$out/tasks.jsonl" \
+    data/interact-dev/tasks.jsonl --db-dir "$SPIDER/database"
+  # The stream leaves out tasks whose reference SQL is an evaluation task's: a memory holding an
+  # evaluation task's own answer would measure recall, not experience.
+  python3 - "$out/tasks.jsonl" data/interact-dev/tasks.jsonl "$out/stream.jsonl" <<'EOF'
+import json, os, sys
+norm = lambda sql: " ".join(sql.split()).lower()
+evaluation = {norm(s) for line in open(sys.argv[2]) if line.strip()
+              for s in json.loads(line)["sol_sql"]}
+lines = [line for line in open(sys.argv[1]) if line.strip()]
+kept = [line for line in lines if not {norm(s) for s in json.loads(line)["sol_sql"]} & evaluation]
+with open(sys.argv[3] + ".tmp", "w") as f:
+    f.writelines(line if line.endswith("\n") else line + "\n" for line in kept)
+os.replace(sys.argv[3] + ".tmp", sys.argv[3])
+print(f"in-database stream: {len(kept)} of {len(lines)} tasks ({len(lines) - len(kept)} share "
+      "an evaluation task's SQL)", file=sys.stderr)
+EOF
+  run "$MERIT" interact run --tasks "$out/stream.jsonl" --db-root "$out" "${common[@]}" \
+    --out "$RUNS/indomain-cosine" --memory cosine "${memory_opts[@]}" > /dev/null
+  keep_evidence "$RUNS/indomain-cosine"
+}
 eval_arm() { # eval_arm NAME: one evaluation run of the arm, added to the final report
   local arm=$1 args
   case $arm in
+    indomain)
+      indomain_memory
+      args=(--memory cosine --memory-from "$RUNS/indomain-cosine/memory" --frozen-memory
+        "${memory_opts[@]}") ;;
     bm25 | topick | memrl | memento) args=(--memory "$arm" "${from[@]}") ;;
     vanilla) args=(--agent vanilla) ;;
     demo) args=(--demos "$RUNS/train-cosine/episodes.jsonl") ;;
