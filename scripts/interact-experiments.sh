@@ -243,41 +243,13 @@ indomain_memory() {
   local out=data/interact-dev-memory
   mkdir -p "$out"
   # The seeds are fixed once (a later evaluation file would not change them).
-  [ -f "$out/seeds.json" ] || python3 - "$SPIDER/dev.json" data/interact-dev/tasks.jsonl \
-    "$out/seeds.json" <<'EOF'
-import json, os, sys
-questions = json.load(open(sys.argv[1]))
-tasks = [json.loads(line) for line in open(sys.argv[2]) if line.strip()]
-databases = {t["selected_database"] for t in tasks}
-# Evaluation tasks name their seed `dev-N` (its index in dev.json) and keep its SQL.
-seeds = {int(t["generation"]["seed_id"].rsplit("-", 1)[1]) for t in tasks}
-seed_sql = {" ".join(t["generation"]["seed_sql"].split()).lower() for t in tasks}
-kept = [q for n, q in enumerate(questions)
-        if q["db_id"] in databases and n not in seeds
-        and " ".join(q["query"].split()).lower() not in seed_sql]
-with open(sys.argv[3] + ".tmp", "w") as f:
-    json.dump(kept, f, indent=1)
-os.replace(sys.argv[3] + ".tmp", sys.argv[3])
-print(f"{len(kept)} seed questions on {len(databases)} evaluation databases", file=sys.stderr)
-EOF
+  [ -f "$out/seeds.json" ] || python3 scripts/interact-indomain.py seeds "$SPIDER/dev.json" \
+    data/interact-dev/tasks.jsonl "$out/seeds.json"
   generate dev-memory "$out/seeds.json" "$EVAL_SEEDS" "$INDOMAIN_TASKS"
   record "$RESULTS/task-set-indomain.md" "$MERIT" interact stats "$out/tasks.jsonl" \
     data/interact-dev/tasks.jsonl --db-dir "$SPIDER/database"
-  # The stream leaves out tasks whose reference SQL is an evaluation task's: a memory holding an
-  # evaluation task's own answer would measure recall, not experience.
-  python3 - "$out/tasks.jsonl" data/interact-dev/tasks.jsonl "$out/stream.jsonl" <<'EOF'
-import json, os, sys
-norm = lambda sql: " ".join(sql.split()).lower()
-evaluation = {norm(s) for line in open(sys.argv[2]) if line.strip()
-              for s in json.loads(line)["sol_sql"]}
-lines = [line for line in open(sys.argv[1]) if line.strip()]
-kept = [line for line in lines if not {norm(s) for s in json.loads(line)["sol_sql"]} & evaluation]
-with open(sys.argv[3] + ".tmp", "w") as f:
-    f.writelines(line if line.endswith("\n") else line + "\n" for line in kept)
-os.replace(sys.argv[3] + ".tmp", sys.argv[3])
-print(f"in-database stream: {len(kept)} of {len(lines)} tasks ({len(lines) - len(kept)} share "
-      "an evaluation task's SQL)", file=sys.stderr)
-EOF
+  python3 scripts/interact-indomain.py stream "$out/tasks.jsonl" data/interact-dev/tasks.jsonl \
+    "$out/stream.jsonl"
   run "$MERIT" interact run --tasks "$out/stream.jsonl" --db-root "$out" "${common[@]}" \
     --out "$RUNS/indomain-cosine" --memory cosine "${memory_opts[@]}" > /dev/null
   keep_evidence "$RUNS/indomain-cosine"

@@ -5,7 +5,9 @@
 //! pinning (a step whose binary cannot be pinned stops instead of running another build) and
 //! its choice of the interact experiment the calibrations' rules adopt (name, options, pin), and
 //! `scripts/repair-dev-run.sh`'s wall-clock record (only a resumption that logs episodes adds a
-//! line, so restarting a finished run leaves its committed `wall.txt` as it was).
+//! line, so restarting a finished run leaves its committed `wall.txt` as it was), and
+//! `scripts/interact-indomain.py`'s task sets for the in-database memory arm (no evaluation
+//! task's seed or reference SQL gets in).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -370,4 +372,94 @@ for _ in $(seq 1 "$NEW"); do echo '{}' >> "$dir/episodes/iterative-seed0.jsonl";
     assert_eq!(repair_dev_run(&scratch, 0), 2);
     assert_eq!(repair_dev_run(&scratch, 0), 2);
     assert_eq!(repair_dev_run(&scratch, 1), 3);
+}
+
+/// Runs `scripts/interact-indomain.py COMMAND ARGS...`, which must succeed.
+fn indomain(args: &[&Path]) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/interact-indomain.py");
+    let output = Command::new("python3")
+        .arg(script)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+fn json_lines(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+/// The `indomain` arm's task sets on the real evaluation split: its seeds are Spider dev
+/// questions of the evaluation databases and never an evaluation task's seed (by index or by
+/// SQL); its stream leaves out a task whose reference SQL is an evaluation task's, however
+/// spaced or cased.
+#[test]
+fn the_in_database_memory_sets_leave_the_evaluation_tasks_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dev_json = crate::spider_databases().join("../dev.json");
+    let evaluation = manifest.join("../../data/interact-dev/tasks.jsonl");
+    let seeds = dir.path().join("seeds.json");
+    indomain(&[Path::new("seeds"), &dev_json, &evaluation, &seeds]);
+
+    let questions: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&dev_json).unwrap()).unwrap();
+    let kept: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&seeds).unwrap()).unwrap();
+    let tasks = json_lines(&evaluation);
+    let databases: std::collections::BTreeSet<&str> = tasks
+        .iter()
+        .map(|t| t["selected_database"].as_str().unwrap())
+        .collect();
+    let normalized = |sql: &str| {
+        sql.split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_lowercase()
+    };
+    for task in &tasks {
+        let generation = &task["generation"];
+        let index: usize = generation["seed_id"].as_str().unwrap()["dev-".len()..]
+            .parse()
+            .unwrap();
+        assert!(!kept.contains(&questions[index]), "{generation}");
+        let sql = normalized(generation["seed_sql"].as_str().unwrap());
+        assert!(kept
+            .iter()
+            .all(|q| normalized(q["query"].as_str().unwrap()) != sql));
+    }
+    assert!(kept
+        .iter()
+        .all(|q| databases.contains(q["db_id"].as_str().unwrap())));
+    // Every other question of those databases is kept.
+    let on_databases = questions
+        .iter()
+        .filter(|q| databases.contains(q["db_id"].as_str().unwrap()))
+        .count();
+    assert!(
+        kept.len() > on_databases / 2,
+        "{} of {on_databases}",
+        kept.len()
+    );
+
+    // The stream: an evaluation task's SQL respaced and upper-cased is left out, a new one kept.
+    let mut copied = tasks[0].clone();
+    let sql = copied["sol_sql"][0].as_str().unwrap().to_string();
+    copied["sol_sql"] =
+        serde_json::json!([format!("  {}", sql.to_uppercase().replace(' ', "\n "))]);
+    let mut new = tasks[1].clone();
+    new["sol_sql"] = serde_json::json!(["SELECT 'no evaluation task asks this'"]);
+    let generated = dir.path().join("tasks.jsonl");
+    std::fs::write(&generated, format!("{copied}\n{new}")).unwrap();
+    let stream = dir.path().join("stream.jsonl");
+    indomain(&[Path::new("stream"), &generated, &evaluation, &stream]);
+    assert_eq!(json_lines(&stream), vec![new]);
 }
