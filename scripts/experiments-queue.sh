@@ -31,15 +31,15 @@
 #                  `--free-aliases` (the grammar's alias rule, a method-neutral aid for the
 #                  product's defaults; the dev run keeps the configuration it was fixed with)
 #   interact-main  (not in the default) scripts/interact-experiments.sh  issue 18, what it asks for: task sets at 60, the
-#                  main arms, the selectors, the baselines and Pass@k (STOP_AFTER=passk)
+#                  main arms, the selectors, the baselines, a memory written on the
+#                  evaluation databases (`indomain`) and Pass@k (STOP_AFTER=passk)
 #   live           scripts/live-dev-run.sh          issue 20: the live-mode experiment's arms
 #   fuzz           scripts/fuzz-all.sh, two instances (one a core, sharing the targets through
 #                  their locks): every fuzz target until it has FUZZ_SECONDS of CPU time
 #                  in all (issue 22), logged to docs/results/fuzz/runs.tsv (date, target, CPU
 #                  seconds, wall seconds, inputs run, exit status; the build is not counted).
 #                  Targets fuzzed earlier on idle cycles beside the queue count (see that script)
-#   interact-rest  (not in the default) scripts/interact-experiments.sh to its end: the memory written on the
-#                  evaluation databases (`indomain`), then the earlier ablations, retention
+#   interact-rest  (not in the default) scripts/interact-experiments.sh to its end: the earlier ablations, retention
 #                  and retrieval-size arms regenerated at 60 tasks (what is done is skipped)
 #   interact-memory interact-main up to its cosine evaluation arm only
 #                  (STOP_AFTER=memory): what interact-hints is to be compared with, before the
@@ -99,10 +99,11 @@
 # and the dev run for issue 16, then issues 18, 20 and 22), with one exception decided on
 # 2026-12-06: once the interact calibrations have fixed the adopted experiment's options, the
 # two short steps that finish issues 22 and 20 (fuzz: about three hours of wall time; live:
-# about six) go before that experiment (about fifty hours), which they delay by a sixth while
-# each finishes its issue some fifty hours sooner. The steps that only extend a result (the
-# post-hoc dev arm, the alias calibration, the interact ablations, which regenerate earlier
-# side tables) come after them: what is left is about sixty hours of the two cores.
+# about four) go before that experiment (about sixty hours with its in-database arm), which
+# they delay by a tenth while each finishes its issue some sixty hours sooner. The steps that
+# only extend a result (the post-hoc dev arm, the alias calibration, the interact ablations,
+# which regenerate earlier side tables) come after them: what is left is about a hundred hours
+# of the two cores.
 #
 # Each model step runs a binary pinned in its own run folder when the step first starts
 # (scripts/pin-binary.sh: runs/repair-dev, runs/repair-calibration-memory,
