@@ -102,7 +102,7 @@
 # about four) go before that experiment (about sixty hours with its in-database arm), which
 # they delay by a tenth while each finishes its issue some sixty hours sooner. The steps that
 # only extend a result (the post-hoc dev arm, the alias calibration, the interact ablations,
-# which regenerate earlier side tables) come after them: what is left is about a hundred hours
+# which regenerate earlier side tables) come after them: what is left is well over a hundred hours
 # of the two cores.
 #
 # Each model step runs a binary pinned in its own run folder when the step first starts
