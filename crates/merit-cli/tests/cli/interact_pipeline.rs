@@ -437,20 +437,11 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
     // Contrastive sampling: whole states, K candidates each; pairs already judged count.
     let grouped = path("prm/grouped.jsonl");
     let per_state = |k: &str, limit: &str| {
+        let annotate_grouped = [
+            "interact", "prm", "annotate", "--run", &train, "--out", &grouped,
+        ];
         merit(
-            &[
-                "interact",
-                "prm",
-                "annotate",
-                "--run",
-                &train,
-                "--out",
-                &grouped,
-                "--per-state",
-                k,
-                "--limit",
-                limit,
-            ],
+            &[&annotate_grouped[..], &["--per-state", k, "--limit", limit]].concat(),
             &server,
             &cache,
             true,

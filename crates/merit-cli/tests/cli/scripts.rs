@@ -377,15 +377,12 @@ for _ in $(seq 1 "$NEW"); do echo '{}' >> "$dir/episodes/iterative-seed0.jsonl";
 /// Runs `scripts/interact-indomain.py COMMAND ARGS...`, which must succeed.
 fn indomain(args: &[&Path]) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/interact-indomain.py");
-    let output = Command::new("python3")
-        .arg(script)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    crate::succeeded(
+        &Command::new("python3")
+            .arg(script)
+            .args(args)
+            .output()
+            .unwrap(),
     );
 }
 
