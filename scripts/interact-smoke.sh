@@ -8,6 +8,11 @@
 #
 #   scripts/interact-smoke.sh [BINARY]      # default target/release/merit
 #
+# The agent and memory options come from the environment as in the real script (AGENT_OPTS,
+# MEMORY_OPTS), so an adopted experiment's options are smoke-tested with its pinned binary:
+#   AGENT_OPTS="--fold-repeats --schema-in-opening --repeat-guard ..." \
+#     scripts/interact-smoke.sh runs/interact-v2-.../merit
+#
 # It works in a scratch copy (SMOKE_DIR, default /tmp/merit-interact-smoke): the script, and
 # task files cut down to the four shortest training Query tasks (so that the positive-only
 # memory gets at least one success to keep) and three evaluation tasks (the shortest Query
@@ -24,7 +29,7 @@ models=${MERIT_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/merit}/models
 
 mkdir -p "$smoke/repo/scripts" "$smoke/repo/data" "$smoke/home"
 ln -sfn "$models" "$smoke/home/models"
-cp scripts/interact-experiments.sh "$smoke/repo/scripts/"
+cp scripts/interact-experiments.sh scripts/interact-indomain.py "$smoke/repo/scripts/"
 if [ ! -f "$smoke/repo/data/interact-dev/tasks.jsonl" ]; then
   cp -r data/interact-train data/interact-dev "$smoke/repo/data/"
   python3 - "$smoke/repo/data" <<'EOF'
@@ -55,7 +60,8 @@ cd "$smoke/repo"
 MERIT_HOME=$smoke/home MERIT=$binary SPIDER=${SPIDER:-$repo/../shared/data/spider} \
   RUNS=$smoke/runs RESULTS=$smoke/results TRAIN_TASKS=0 EVAL_TASKS=0 MAX_TURNS=8 \
   PRM_PAIRS=30 PRM_PER_STATE=2 PRM_SPLIT_BY=pair TURN_UPDATES=2 TURN_BATCH=4 \
-  EPISODE_UPDATES=1 EPISODE_BATCH=1 PASS_K_SEEDS=1 PASS_K_LIMIT=2 FORK_LIMIT=1 FORK_TURN=2 \
+  EPISODE_UPDATES=1 EPISODE_BATCH=1 INDOMAIN_TASKS=${INDOMAIN_TASKS:-2} \
+  PASS_K_SEEDS=1 PASS_K_LIMIT=2 FORK_LIMIT=1 FORK_TURN=2 \
   HOLDOUT_SEEDS=0 HOLDOUT_TASKS=1 LATER_ARMS="bm25 no-rl all inject2" \
   bash scripts/interact-experiments.sh
 echo "interact smoke: every step ran; results in $smoke/results"
