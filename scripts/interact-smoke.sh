@@ -16,7 +16,10 @@
 # It works in a scratch copy (SMOKE_DIR, default /tmp/merit-interact-smoke): the script, and
 # task files cut down to the four shortest training Query tasks (so that the positive-only
 # memory gets at least one success to keep) and three evaluation tasks (the shortest Query
-# task, a Management task and a task with a phase-2 follow-up). Its reply cache is its own
+# task, a Management task and a task with a phase-2 follow-up). An agent that solves none of
+# the four leaves the memory empty and the PRM step with nothing to judge (the v2 agent's
+# smoke did, at 8 turns): SMOKE_TRAIN_TASKS (comma-separated instance ids, say ones the
+# same binary and options solved in a calibration run) go first, the shortest fill up to four. Its reply cache is its own
 # ($SMOKE_DIR/home), the models are the usual ones. Resumable like the real script: run it
 # again and finished steps are skipped. Nothing under the repository is written.
 set -euo pipefail
@@ -32,7 +35,7 @@ ln -sfn "$models" "$smoke/home/models"
 cp scripts/interact-experiments.sh scripts/interact-indomain.py "$smoke/repo/scripts/"
 if [ ! -f "$smoke/repo/data/interact-dev/tasks.jsonl" ]; then
   cp -r data/interact-train data/interact-dev "$smoke/repo/data/"
-  python3 - "$smoke/repo/data" <<'EOF'
+  python3 - "$smoke/repo/data" "${SMOKE_TRAIN_TASKS:-}" <<'EOF'
 import json, sys
 root = sys.argv[1]
 def load(split):
@@ -43,7 +46,14 @@ def save(split, tasks):
         f.writelines(json.dumps(t) + "\n" for t in tasks)
 def size(task):
     return (len(str(task["sol_sql"])), task["instance_id"])
-train = sorted((t for t in load("train") if t["category"] == "Query"), key=size)[:4]
+wanted = [i for i in sys.argv[2].split(",") if i]
+every = {t["instance_id"]: t for t in load("train")}
+missing = [i for i in wanted if i not in every]
+if missing:
+    sys.exit(f"SMOKE_TRAIN_TASKS names tasks the training set does not have: {missing}")
+train = [every[i] for i in wanted]
+train += sorted((t for t in every.values() if t["category"] == "Query" and t not in train), key=size)
+train = train[:max(4, len(wanted))]
 dev = load("dev")
 picked = [min((t for t in dev if t["category"] == "Query"), key=size)]
 picked += [t for t in dev if t["category"] != "Query"][:1]
