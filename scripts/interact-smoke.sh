@@ -19,7 +19,9 @@
 # task, a Management task and a task with a phase-2 follow-up). An agent that solves none of
 # the four leaves the memory empty and the PRM step with nothing to judge (the v2 agent's
 # smoke did, at 8 turns): SMOKE_TRAIN_TASKS (comma-separated instance ids, say ones the
-# same binary and options solved in a calibration run) go first, the shortest fill up to four. Its reply cache is its own
+# same binary and options solved in a calibration run) go first, the shortest fill up to four.
+# The turn cap (SMOKE_MAX_TURNS, default 8; the real runs allow 20) is part of the agent's
+# opening, so a task solved under 20 turns may take another path under 8. Its reply cache is its own
 # ($SMOKE_DIR/home), the models are the usual ones. Resumable like the real script: run it
 # again and finished steps are skipped. Nothing under the repository is written.
 set -euo pipefail
@@ -68,7 +70,7 @@ fi
 
 cd "$smoke/repo"
 MERIT_HOME=$smoke/home MERIT=$binary SPIDER=${SPIDER:-$repo/../shared/data/spider} \
-  RUNS=$smoke/runs RESULTS=$smoke/results TRAIN_TASKS=0 EVAL_TASKS=0 MAX_TURNS=8 \
+  RUNS=$smoke/runs RESULTS=$smoke/results TRAIN_TASKS=0 EVAL_TASKS=0 MAX_TURNS=${SMOKE_MAX_TURNS:-8} \
   PRM_PAIRS=30 PRM_PER_STATE=2 PRM_SPLIT_BY=pair TURN_UPDATES=2 TURN_BATCH=4 \
   EPISODE_UPDATES=1 EPISODE_BATCH=1 INDOMAIN_TASKS=${INDOMAIN_TASKS:-2} \
   PASS_K_SEEDS=1 PASS_K_LIMIT=2 FORK_LIMIT=1 FORK_TURN=2 \
