@@ -96,6 +96,9 @@ PRM_PER_STATE=${PRM_PER_STATE:-4}
 # How the agreement table holds pairs out (task, state or pair); task, as above, for every
 # committed result (a smoke run over a handful of tasks has too few tasks for three buckets).
 PRM_SPLIT_BY=${PRM_SPLIT_BY:-task}
+# More options of `prm annotate`: the queue's v2 experiments pass --grammar (the teacher's
+# reply decoded under the rubric's JSON grammar; see the PRM section of the results README).
+PRM_OPTS=${PRM_OPTS:-}
 RUNS=${RUNS:-runs/interact}
 RESULTS=${RESULTS:-docs/results/interact}
 STOP_AFTER=${STOP_AFTER:-all}   # gen | baseline | memory | learn | passk | counterfactual | all
@@ -182,6 +185,8 @@ fork_only=(); [ -n "$FORK_LIMIT" ] && fork_only=(--limit "$FORK_LIMIT")
 pass_k_only=(--every "$PASS_K_EVERY" "${eval_only[@]}"); [ -n "$PASS_K_LIMIT" ] && pass_k_only=(--every "$PASS_K_EVERY" --limit "$PASS_K_LIMIT")
 # shellcheck disable=SC2206 # MEMORY_OPTS is a list of flags on purpose
 memory_opts=($MEMORY_OPTS)
+# shellcheck disable=SC2206 # PRM_OPTS is a list of flags on purpose
+prm_opts=($PRM_OPTS)
 
 # 2. The no-memory baseline on the evaluation split (issue 6).
 step "baseline"
@@ -209,7 +214,7 @@ step "PRM and selectors"
 judged=$(lines "$RUNS/prm/annotations.jsonl")
 if [ "$judged" -lt "$PRM_PAIRS" ]; then
   run "$MERIT" interact prm annotate --run "$RUNS/train-cosine" --out "$RUNS/prm/annotations.jsonl" \
-    --model "$GEN_MODEL" --limit $((PRM_PAIRS - judged)) --per-state "$PRM_PER_STATE"
+    --model "$GEN_MODEL" --limit $((PRM_PAIRS - judged)) --per-state "$PRM_PER_STATE" "${prm_opts[@]}"
 fi
 # Each training runs once: a finished one (its last file written) is not repeated when the
 # script is started again, because the runs after it load its checkpoint and a checkpoint

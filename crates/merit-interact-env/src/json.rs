@@ -255,6 +255,8 @@ pub struct JsonCall<'a> {
     pub retry_version: String,
     /// The user message sent after a malformed reply.
     pub retry_template: &'a str,
+    /// A GBNF grammar both calls decode under ([`Decoding::grammar`]), or none.
+    pub grammar: Option<String>,
 }
 
 /// What [`ask_json`] produced.
@@ -282,6 +284,7 @@ pub fn ask_json<T>(
 ) -> Result<JsonReply<T>, ModelError> {
     let decoding = Decoding {
         max_tokens: call.max_tokens,
+        grammar: call.grammar,
         ..Decoding::default()
     };
     let mut messages = call.messages;

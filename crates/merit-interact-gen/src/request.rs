@@ -141,6 +141,7 @@ pub fn write_request(
         version: gen_version("request"),
         retry_version: gen_version("request-retry"),
         retry_template: GEN_RETRY,
+        grammar: None,
     };
     let reply = ask_json(model, call, parse_draft)?;
     Ok(RequestOutcome {

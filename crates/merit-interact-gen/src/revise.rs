@@ -132,6 +132,7 @@ pub fn revise_request(
         version: gen_version("revise"),
         retry_version: gen_version("revise-retry"),
         retry_template: GEN_RETRY,
+        grammar: None,
     };
     let reply = ask_json(model, call, parse_draft)?;
     Ok(RequestOutcome {

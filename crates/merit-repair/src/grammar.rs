@@ -331,6 +331,83 @@ pub fn sql_grammar(catalog: &SchemaCatalog, aliases: AliasRule) -> String {
     grammar
 }
 
+/// The language of a GBNF `grammar` (start rule `root`) as one anchored regular expression,
+/// so that a whole reply can be checked against it without a model: llama.cpp checks a grammar
+/// only token by token while it decodes, and a server that ignores the `grammar` field (vLLM,
+/// Ollama) sends replies that never met it. Only grammars without recursion and without
+/// `{m,n}` repetitions can be converted (every rule is inlined where it is named), which is
+/// what this crate's and the rubric judge's grammars are; any other grammar is an error.
+pub fn language_regex(grammar: &str) -> Result<regex::Regex, String> {
+    use std::collections::HashMap;
+    let rules: HashMap<&str, &str> = grammar
+        .lines()
+        .filter_map(|line| line.split_once(" ::= "))
+        .collect();
+    fn expand(name: &str, rules: &HashMap<&str, &str>, depth: usize) -> Result<String, String> {
+        // A chain this deep is a recursive rule (the grammars here nest a few levels).
+        if depth > 64 {
+            return Err(format!("rule `{name}` is recursive"));
+        }
+        let body = rules
+            .get(name)
+            .ok_or_else(|| format!("rule `{name}` is named but not defined"))?;
+        let mut out = String::new();
+        let mut chars = body.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '"' => {
+                    let mut text = String::new();
+                    while let Some(c) = chars.next() {
+                        match c {
+                            '"' => break,
+                            '\\' => match chars.next() {
+                                Some('n') => text.push('\n'),
+                                Some('t') => text.push('\t'),
+                                Some(other) => text.push(other),
+                                None => {}
+                            },
+                            other => text.push(other),
+                        }
+                    }
+                    out.push_str(&format!("(?:{})", regex::escape(&text)));
+                }
+                '[' => {
+                    out.push('[');
+                    for c in chars.by_ref() {
+                        match c {
+                            ']' => break,
+                            '[' => out.push_str("\\["),
+                            other => out.push(other),
+                        }
+                    }
+                    out.push(']');
+                }
+                '(' => out.push_str("(?:"),
+                ')' | '|' | '?' | '*' | '+' => out.push(c),
+                '{' => return Err(format!("rule `{name}` has a {{m,n}} repetition")),
+                ' ' => {}
+                _ => {
+                    let mut rule = c.to_string();
+                    while let Some(&next) = chars.peek() {
+                        if next.is_ascii_alphanumeric() || next == '-' {
+                            rule.push(next);
+                            chars.next();
+                        } else {
+                            break;
+                        }
+                    }
+                    out.push_str(&format!("(?:{})", expand(&rule, rules, depth + 1)?));
+                }
+            }
+        }
+        Ok(out)
+    }
+    regex::RegexBuilder::new(&format!("^(?:{})$", expand("root", &rules, 0)?))
+        .size_limit(1 << 28)
+        .build()
+        .map_err(|error| error.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -346,70 +423,8 @@ mod tests {
         }
     }
 
-    /// The GBNF `grammar` as one anchored regular expression. Test-only, and enough for the
-    /// grammars of this module, which have no recursion: every rule is inlined where it is
-    /// named. (llama.cpp checks a grammar only against a model's tokens, so this is how the
-    /// tests can ask whether a whole reply is in the language.)
     fn to_regex(grammar: &str) -> regex::Regex {
-        let rules: std::collections::HashMap<&str, &str> = grammar
-            .lines()
-            .filter_map(|line| line.split_once(" ::= "))
-            .collect();
-        fn expand(name: &str, rules: &std::collections::HashMap<&str, &str>) -> String {
-            let body = rules[name];
-            let mut out = String::new();
-            let mut chars = body.chars().peekable();
-            while let Some(c) = chars.next() {
-                match c {
-                    '"' => {
-                        let mut text = String::new();
-                        while let Some(c) = chars.next() {
-                            match c {
-                                '"' => break,
-                                '\\' => match chars.next() {
-                                    Some('n') => text.push('\n'),
-                                    Some(other) => text.push(other),
-                                    None => {}
-                                },
-                                other => text.push(other),
-                            }
-                        }
-                        out.push_str(&format!("(?:{})", regex::escape(&text)));
-                    }
-                    '[' => {
-                        out.push('[');
-                        for c in chars.by_ref() {
-                            match c {
-                                ']' => break,
-                                '[' => out.push_str("\\["),
-                                other => out.push(other),
-                            }
-                        }
-                        out.push(']');
-                    }
-                    '(' => out.push_str("(?:"),
-                    ')' | '|' | '?' | '*' | '+' => out.push(c),
-                    ' ' => {}
-                    _ => {
-                        let mut rule = c.to_string();
-                        while let Some(&next) = chars.peek() {
-                            if next.is_ascii_alphanumeric() || next == '-' {
-                                rule.push(next);
-                                chars.next();
-                            } else {
-                                break;
-                            }
-                        }
-                        out.push_str(&format!("(?:{})", expand(&rule, rules)));
-                    }
-                }
-            }
-            out
-        }
-        regex::RegexBuilder::new(&format!("^(?:{})$", expand("root", &rules)))
-            .size_limit(1 << 28)
-            .build()
-            .expect("the grammar converts to a regular expression")
+        language_regex(grammar).expect("the grammar converts to a regular expression")
     }
 
     fn reply(sql: &str) -> String {

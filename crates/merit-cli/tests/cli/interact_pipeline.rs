@@ -430,6 +430,19 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
         );
         assert_eq!(lines(Path::new(&annotations)).len(), 10);
     }
+    // A file holds one decoding setting: judged without the rubric grammar, it is not
+    // continued under it.
+    let stderr = merit_failing(
+        &[&annotate_all[..], &["--grammar"]].concat(),
+        &server,
+        &cache,
+        true,
+    );
+    assert!(
+        stderr.contains("judged without the rubric grammar"),
+        "{stderr}"
+    );
+    assert_eq!(lines(Path::new(&annotations)).len(), 10);
     merit(&annotate_all, &server, &cache, true);
     let annotated = lines(Path::new(&annotations)).len();
     assert!(annotated >= 20, "{annotated} pairs");

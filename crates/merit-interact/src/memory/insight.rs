@@ -180,6 +180,7 @@ impl InsightExtractor {
             version: memory_version("insight"),
             retry_version: memory_version("insight-retry"),
             retry_template: MEMORY_INSIGHT_RETRY,
+            grammar: None,
         };
         let reply = ask_json(self.model.as_ref(), call, |text| parse_insight(text, asked))?;
         Ok(InsightOutcome {

@@ -86,6 +86,11 @@ pub struct AnnotationRecord {
     pub judge_model: String,
     /// The prompt version of the first call (names the template family).
     pub prompt_version: String,
+    /// Whether the judge decoded under [`rubric_grammar`](super::rubric::rubric_grammar)
+    /// ([`JudgeConfig::grammar`](super::judge::JudgeConfig::grammar)); absent when it did not,
+    /// so files written before the option read as they were.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub grammar: bool,
     /// Model calls made (0 to 2).
     pub calls: u32,
     /// Prompt tokens over the calls.
@@ -298,6 +303,7 @@ pub fn annotate(
             memory: pair.memory.clone(),
             judge_model: judge.model_id(),
             prompt_version: prm_version("rubric"),
+            grammar: judge.config().grammar,
             calls: outcome.calls,
             prompt_tokens: outcome.prompt_tokens,
             completion_tokens: outcome.completion_tokens,

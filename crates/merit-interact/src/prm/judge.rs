@@ -8,7 +8,7 @@
 //! *error* (nothing is recorded and a resumed run asks again). A request the backend refuses
 //! as invalid (longer than the context) is deterministic and is a recorded failure too.
 
-use super::rubric::{parse_rubric, Rubric};
+use super::rubric::{parse_rubric, rubric_grammar, Rubric};
 use crate::json::{ask_json, JsonCall};
 use crate::memory::store::MemoryRecord;
 use crate::memory::{TurnMemory, TurnState};
@@ -51,11 +51,21 @@ pub struct JudgeConfig {
     /// Token limit of one reply. A rubric is about 400 tokens of JSON; the default leaves room
     /// for a reasoning model's `<think>` block.
     pub max_tokens: u32,
+    /// Decode under [`rubric_grammar`], so that the reply is the object alone and ends with
+    /// it (the embedded backend and llama.cpp's server read the grammar; other servers ignore
+    /// it and the reply is read as usual). Off by default: the rubric's validity rate is a
+    /// measure of the teacher in the paper's setting, and a grammar leaves no room for a
+    /// reasoning model's `<think>` block.
+    #[serde(default)]
+    pub grammar: bool,
 }
 
 impl Default for JudgeConfig {
     fn default() -> JudgeConfig {
-        JudgeConfig { max_tokens: 1536 }
+        JudgeConfig {
+            max_tokens: 1536,
+            grammar: false,
+        }
     }
 }
 
@@ -134,6 +144,7 @@ impl RubricJudge {
             version: prm_version("rubric"),
             retry_version: prm_version("rubric-retry"),
             retry_template: PRM_RETRY,
+            grammar: self.config.grammar.then(rubric_grammar),
         };
         let reply = ask_json(self.model.as_ref(), call, |text| {
             parse_rubric(text).map_err(|e| e.to_string())

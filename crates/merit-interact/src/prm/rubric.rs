@@ -309,6 +309,68 @@ fn check_text(text: &str, key: &str) -> Result<(), RubricError> {
     Ok(())
 }
 
+/// A GBNF grammar (llama.cpp's format, start rule `root`) of the wire format: the object
+/// alone, keys in the prompt's order, whole scores 0 to 5, JSON booleans and non-empty JSON
+/// strings, with at most [`GRAMMAR_MAX_GAP`] whitespace characters between tokens.
+///
+/// Why a grammar: the embedded 1.5B teacher answered 2 of the interact smoke's first 14 pairs
+/// with a rubric followed by more text, running to the 1,536-token limit twice (reply and
+/// retry), which was 59% of the tokens it generated and ended as unusable annotations; under
+/// the grammar the reply ends at the object's closing brace. The gap between tokens is bounded
+/// because a grammar that allows any whitespace lets a greedy model emit newlines until the
+/// limit. A reply decoded under it can still fail [`parse_rubric`] on one count only: a text
+/// longer than [`MAX_TEXT_CHARS`] (or one cut at the token limit).
+pub fn rubric_grammar() -> String {
+    let judgement = |key: &str| format!("\"\\\"{key}\\\":\" gap judgement");
+    let principles: Vec<String> = Principle::ALL.iter().map(|p| judgement(p.key())).collect();
+    let field = |key: &str, value: &str| format!("\"\\\"{key}\\\":\" gap {value}");
+    let mut grammar = String::new();
+    grammar.push_str(&format!(
+        "root ::= \"{{\" gap {} gap \",\" gap {} gap \",\" gap {} gap \"}}\"\n",
+        field("principles", "principles"),
+        field("flags", "flags"),
+        field("feedback", "feedback"),
+    ));
+    grammar.push_str(&format!(
+        "principles ::= \"{{\" gap {} gap \"}}\"\n",
+        principles.join(" gap \",\" gap ")
+    ));
+    grammar.push_str(&format!(
+        "judgement ::= \"{{\" gap {} gap \",\" gap {} gap \"}}\"\n",
+        field("score", "score"),
+        field("reason", "text")
+    ));
+    grammar.push_str(&format!(
+        "flags ::= \"{{\" gap {} gap \",\" gap {} gap \"}}\"\n",
+        field("recommend_injection", "boolean"),
+        field("use_as_warning_only", "boolean")
+    ));
+    grammar.push_str(&format!(
+        "feedback ::= \"{{\" gap {} gap \",\" gap {} gap \"}}\"\n",
+        field("one_sentence_summary", "text"),
+        field("how_to_use", "text")
+    ));
+    grammar.push_str("score ::= [0-5]\n");
+    grammar.push_str("boolean ::= \"true\" | \"false\"\n");
+    grammar.push_str("text ::= \"\\\"\" char char* \"\\\"\"\n");
+    // Any character but a quote, a backslash or a control character, or a JSON escape.
+    grammar.push_str(
+        "char ::= [^\"\\\\\\x00-\\x1f] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" hex hex hex hex)\n",
+    );
+    grammar.push_str("hex ::= [0-9a-fA-F]\n");
+    // Nested options, not `{0,n}`: one way to read every run of spaces (see `GRAMMAR_MAX_GAP`).
+    let mut gap = String::new();
+    for _ in 0..GRAMMAR_MAX_GAP {
+        gap = format!("([ \\t\\n] {gap})?");
+    }
+    grammar.push_str(&format!("gap ::= {}\n", gap.replace(" )", ")")));
+    grammar
+}
+
+/// Whitespace characters [`rubric_grammar`] allows at most between two tokens: enough for a
+/// newline and the indentation of the third nesting level.
+pub const GRAMMAR_MAX_GAP: usize = 12;
+
 /// Reads a model reply into a [`Rubric`] (see the module docs for what is accepted).
 pub fn parse_rubric(reply: &str) -> Result<Rubric, RubricError> {
     let object = reply_object(reply, Wrapping::Fenced).map_err(RubricError::Unreadable)?;
@@ -520,6 +582,39 @@ mod tests {
             parse_rubric(&reply("\"4\"")),
             Err(RubricError::WrongType { .. })
         ));
+    }
+
+    #[test]
+    fn the_grammar_takes_rubrics_and_nothing_around_them() {
+        let grammar = merit_repair::grammar::language_regex(&rubric_grammar()).unwrap();
+        let rubric = parse_rubric(&reply("4")).unwrap();
+        let mut escaped = rubric.clone();
+        escaped.feedback.how_to_use = "Copy: filter on \"T1\".name \\ then \u{e9}.".into();
+        for text in [
+            reply("4"),
+            serde_json::to_string(&rubric).unwrap(),
+            serde_json::to_string_pretty(&rubric).unwrap(),
+            serde_json::to_string_pretty(&escaped).unwrap(),
+        ] {
+            assert!(grammar.is_match(&text), "{text}");
+            assert!(parse_rubric(&text).is_ok());
+        }
+        let compact = serde_json::to_string(&rubric).unwrap();
+        for bad in [
+            format!("{compact}\nThat is my grade."),
+            format!("Here it is: {compact}"),
+            format!("```json\n{compact}\n```"),
+            reply("6"),
+            reply("3.5"),
+            compact.replace("\"Because.\"", "\"\""),
+            compact.replace(",\"use_as_warning_only\":false", ""),
+            compact.replace(
+                "{\"principles\"",
+                &format!("{{{}\"principles\"", " ".repeat(13)),
+            ),
+        ] {
+            assert!(!grammar.is_match(&bad), "{bad}");
+        }
     }
 
     #[test]

@@ -127,6 +127,29 @@ fn a_malformed_reply_is_corrected_once() {
         "{}",
         messages[2].content
     );
+    // Without the option no call carries a grammar; with it, the reply and the retry do.
+    assert!(seen
+        .iter()
+        .all(|request| request.decoding.grammar.is_none()));
+    let model = ScriptedModel::replies(
+        "teacher",
+        vec!["Here is my grading.".to_string(), rubric_reply("2")],
+    );
+    let config = JudgeConfig {
+        grammar: true,
+        ..JudgeConfig::default()
+    };
+    RubricJudge::new(model.clone(), config)
+        .judge(&state("q"), &memory(1, "positive"))
+        .unwrap();
+    let seen = model.seen();
+    assert_eq!(seen.len(), 2);
+    for request in &seen {
+        assert_eq!(
+            request.decoding.grammar.as_deref(),
+            Some(merit_interact::prm::rubric::rubric_grammar().as_str())
+        );
+    }
 }
 
 #[test]

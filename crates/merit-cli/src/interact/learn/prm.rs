@@ -45,6 +45,11 @@ pub struct AnnotateArgs {
     /// student learns to rate the state rather than the memory).
     #[arg(long, value_name = "K")]
     per_state: Option<usize>,
+    /// Decode the teacher's replies under a grammar of the rubric's JSON, so that a reply is
+    /// the object alone and ends with it (read by the embedded model and llama.cpp's server;
+    /// other servers ignore it). Recorded with each annotation; a file holds one setting.
+    #[arg(long)]
+    grammar: bool,
     #[command(flatten)]
     teacher: ChatArgs,
     #[command(flatten)]
@@ -119,8 +124,19 @@ fn prm_annotate(args: AnnotateArgs) -> Result<()> {
         .iter()
         .map(|e| format!("{}#{}", e.instance_id, e.turn))
         .collect();
-    let done: std::collections::BTreeSet<(String, u64)> = read_annotations(&args.out)?
-        .records
+    let earlier = read_annotations(&args.out)?.records;
+    if let Some(other) = earlier.iter().find(|r| r.grammar != args.grammar) {
+        bail!(
+            "{} holds annotations judged {} the rubric grammar (pair {} / memory {}); \
+             continue it {} --grammar, or write to another file",
+            args.out.display(),
+            if other.grammar { "under" } else { "without" },
+            other.state_id,
+            other.memory_id,
+            if other.grammar { "with" } else { "without" },
+        );
+    }
+    let done: std::collections::BTreeSet<(String, u64)> = earlier
         .into_iter()
         .map(|r| (r.state_id, r.memory_id))
         .collect();
@@ -170,7 +186,13 @@ fn prm_annotate(args: AnnotateArgs) -> Result<()> {
         args.out.display()
     );
     let teacher = chat(&args.teacher, &store)?;
-    let judge = RubricJudge::new(teacher, JudgeConfig::default());
+    let judge = RubricJudge::new(
+        teacher,
+        JudgeConfig {
+            grammar: args.grammar,
+            ..JudgeConfig::default()
+        },
+    );
     let bar = crate::files::progress_bar(pairs.len(), "annotate");
     let mut report = merit_interact::prm::AnnotateReport::default();
     // Small chunks: the progress bar moves, and every judgement is synced as it is made.
