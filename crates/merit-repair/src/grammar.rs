@@ -334,9 +334,9 @@ pub fn sql_grammar(catalog: &SchemaCatalog, aliases: AliasRule) -> String {
 /// The language of a GBNF `grammar` (start rule `root`) as one anchored regular expression,
 /// so that a whole reply can be checked against it without a model: llama.cpp checks a grammar
 /// only token by token while it decodes, and a server that ignores the `grammar` field (vLLM,
-/// Ollama) sends replies that never met it. Only grammars without recursion and without
-/// `{m,n}` repetitions can be converted (every rule is inlined where it is named), which is
-/// what this crate's and the rubric judge's grammars are; any other grammar is an error.
+/// Ollama) sends replies that never met it. Only grammars without recursion can be converted
+/// (every rule is inlined where it is named), which is what this crate's and the rubric
+/// judge's grammars are; a recursive grammar is an error.
 pub fn language_regex(grammar: &str) -> Result<regex::Regex, String> {
     use std::collections::HashMap;
     let rules: HashMap<&str, &str> = grammar
@@ -384,7 +384,19 @@ pub fn language_regex(grammar: &str) -> Result<regex::Regex, String> {
                 }
                 '(' => out.push_str("(?:"),
                 ')' | '|' | '?' | '*' | '+' => out.push(c),
-                '{' => return Err(format!("rule `{name}` has a {{m,n}} repetition")),
+                // `{m}`, `{m,}`, `{m,n}`: the regex crate reads the same bounds.
+                '{' => {
+                    out.push('{');
+                    for c in chars.by_ref() {
+                        if !(c.is_ascii_digit() || c == ',' || c == '}') {
+                            return Err(format!("rule `{name}` has a malformed repetition"));
+                        }
+                        out.push(c);
+                        if c == '}' {
+                            break;
+                        }
+                    }
+                }
                 ' ' => {}
                 _ => {
                     let mut rule = c.to_string();

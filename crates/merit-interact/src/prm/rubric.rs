@@ -311,15 +311,16 @@ fn check_text(text: &str, key: &str) -> Result<(), RubricError> {
 
 /// A GBNF grammar (llama.cpp's format, start rule `root`) of the wire format: the object
 /// alone, keys in the prompt's order, whole scores 0 to 5, JSON booleans and non-empty JSON
-/// strings, with at most [`GRAMMAR_MAX_GAP`] whitespace characters between tokens.
+/// strings of at most [`MAX_TEXT_CHARS`] characters, with at most [`GRAMMAR_MAX_GAP`]
+/// whitespace characters between tokens.
 ///
 /// Why a grammar: the embedded 1.5B teacher answered 2 of the interact smoke's first 14 pairs
 /// with a rubric followed by more text, running to the 1,536-token limit twice (reply and
 /// retry), which was 59% of the tokens it generated and ended as unusable annotations; under
 /// the grammar the reply ends at the object's closing brace. The gap between tokens is bounded
 /// because a grammar that allows any whitespace lets a greedy model emit newlines until the
-/// limit. A reply decoded under it can still fail [`parse_rubric`] on one count only: a text
-/// longer than [`MAX_TEXT_CHARS`] (or one cut at the token limit).
+/// limit. A reply decoded under it can still fail [`parse_rubric`] when the token limit cuts
+/// it.
 pub fn rubric_grammar() -> String {
     let judgement = |key: &str| format!("\"\\\"{key}\\\":\" gap judgement");
     let principles: Vec<String> = Principle::ALL.iter().map(|p| judgement(p.key())).collect();
@@ -352,7 +353,11 @@ pub fn rubric_grammar() -> String {
     ));
     grammar.push_str("score ::= [0-5]\n");
     grammar.push_str("boolean ::= \"true\" | \"false\"\n");
-    grammar.push_str("text ::= \"\\\"\" char char* \"\\\"\"\n");
+    // Bounded: inside a string the grammar allows no end of text, so a small model that
+    // would stop there otherwise writes on to the token limit; at the bound it must close.
+    grammar.push_str(&format!(
+        "text ::= \"\\\"\" char{{1,{MAX_TEXT_CHARS}}} \"\\\"\"\n"
+    ));
     // Any character but a quote, a backslash or a control character, or a JSON escape.
     grammar.push_str(
         "char ::= [^\"\\\\\\x00-\\x1f] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" hex hex hex hex)\n",
@@ -607,6 +612,7 @@ mod tests {
             reply("6"),
             reply("3.5"),
             compact.replace("\"Because.\"", "\"\""),
+            compact.replace("Because.", &"a".repeat(MAX_TEXT_CHARS + 1)),
             compact.replace(",\"use_as_warning_only\":false", ""),
             compact.replace(
                 "{\"principles\"",
