@@ -10,6 +10,7 @@ mod cli_report;
 mod interact_pipeline;
 mod interact_report;
 mod mcp_tools;
+mod prm_grammar_real;
 mod run_postgres;
 mod run_real_model;
 mod scripts;
