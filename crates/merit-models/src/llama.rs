@@ -15,7 +15,11 @@
 //!    the KV cache from the previous call. Only the part after the longest common prefix is
 //!    evaluated; the stale cache entries after that prefix are removed first. A repair episode
 //!    re-sends schema, question and history on every step, so most of each prompt is already
-//!    in the cache: this is the largest speed lever on a CPU.
+//!    in the cache: this is the largest speed lever on a CPU. The price: logits after a reused
+//!    prefix come from a smaller batch than the whole prompt's, whose floating-point rounding
+//!    differs, so in a near tie the greedy reply can differ from the one an empty cache gives
+//!    (seen on 2026-12-06: one rubric request asked twice of one loaded model gave two
+//!    rubrics). What makes a run repeat exactly is the reply cache, not the model.
 //! 3. Tokens are chosen greedily (or sampled with `temperature` and `seed` when asked) until an
 //!    end-of-generation token (for Qwen 151645 `<|im_end|>` and 151643 `<|endoftext|>`), a
 //!    [`Decoding::stop`](merit_core::model::Decoding::stop) string, [`Decoding::max_tokens`](merit_core::model::Decoding::max_tokens), or the end of the context window.
