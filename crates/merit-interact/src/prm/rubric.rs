@@ -314,10 +314,11 @@ fn check_text(text: &str, key: &str) -> Result<(), RubricError> {
 /// strings of at most [`MAX_TEXT_CHARS`] characters, with at most [`GRAMMAR_MAX_GAP`]
 /// whitespace characters between tokens.
 ///
-/// Why a grammar: the embedded 1.5B teacher answered 2 of the interact smoke's first 14 pairs
-/// with a rubric followed by more text, running to the 1,536-token limit twice (reply and
-/// retry), which was 59% of the tokens it generated and ended as unusable annotations; under
-/// the grammar the reply ends at the object's closing brace. The gap between tokens is bounded
+/// Why a grammar: the embedded 1.5B teacher answered 8 of the interact smoke's 30 pairs with
+/// a rubric followed by more text, running to the 1,536-token limit twice (reply and retry),
+/// which was 76% of the tokens it generated and ended as unusable annotations
+/// (docs/results/interact/prm-grammar); under the grammar the reply ends at the object's
+/// closing brace. The gap between tokens is bounded
 /// because a grammar that allows any whitespace lets a greedy model emit newlines until the
 /// limit. A reply decoded under it can still fail [`parse_rubric`] when the token limit cuts
 /// it.
