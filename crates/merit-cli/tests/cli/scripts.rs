@@ -5,9 +5,10 @@
 //! pinning (a step whose binary cannot be pinned stops instead of running another build) and
 //! its choice of the interact experiment the calibrations' rules adopt (name, options, pin), and
 //! `scripts/repair-dev-run.sh`'s wall-clock record (only a resumption that logs episodes adds a
-//! line, so restarting a finished run leaves its committed `wall.txt` as it was), and
+//! line, so restarting a finished run leaves its committed `wall.txt` as it was),
 //! `scripts/interact-indomain.py`'s task sets for the in-database memory arm (no evaluation
-//! task's seed or reference SQL gets in).
+//! task's seed or reference SQL gets in), and `scripts/prm-grammar-summary.py`'s comparison of
+//! the rubric judge with and without its grammar.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -459,4 +460,79 @@ fn the_in_database_memory_sets_leave_the_evaluation_tasks_out() {
     let stream = dir.path().join("stream.jsonl");
     indomain(&[Path::new("stream"), &generated, &evaluation, &stream]);
     assert_eq!(json_lines(&stream), vec![new]);
+}
+
+/// One annotation line of `scripts/prm-grammar-summary.py`'s input: a rubric with this
+/// recommendation and overall utility, or (`None`) an unusable reply.
+fn annotation(state: &str, memory: u64, rubric: Option<(bool, u8)>) -> String {
+    let result = match rubric {
+        Some((recommend, overall)) => serde_json::json!({"rubric": {
+            "principles": {"overall_utility": {"score": overall, "reason": "r"}},
+            "flags": {"recommend_injection": recommend, "use_as_warning_only": false},
+        }}),
+        None => serde_json::json!({"failure": "text after the object"}),
+    };
+    serde_json::json!({"state_id": state, "memory_id": memory, "result": result}).to_string() + "\n"
+}
+
+/// The grammar measurement's summary counts usable replies, tokens and time from the model's
+/// log lines (colour codes and all), and compares the settings only on pairs both judged
+/// usably: one state's two memories ordered alike though one judgement differs.
+#[test]
+fn the_grammar_measurement_compares_the_settings_on_pairs_both_could_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, lines: &[String]| {
+        std::fs::write(dir.path().join(name), lines.concat()).unwrap();
+    };
+    write(
+        "plain.jsonl",
+        &[
+            annotation("s#1", 1, Some((true, 4))),
+            annotation("s#1", 2, Some((false, 2))),
+            annotation("t#2", 1, Some((true, 5))),
+        ],
+    );
+    write(
+        "grammar.jsonl",
+        &[
+            annotation("s#1", 1, Some((true, 4))),
+            annotation("s#1", 2, Some((true, 1))),
+            annotation("t#2", 1, None),
+        ],
+    );
+    let call = |generated: u32, generation_ms: u32| {
+        format!(
+            "\x1b[2m2026-12-06T11:30:45Z\x1b[0m \x1b[34mDEBUG\x1b[0m call done \
+             \x1b[3mprompt\x1b[0m\x1b[2m=\x1b[0m1000 \x1b[3mgenerated\x1b[0m\x1b[2m=\x1b[0m{generated} \
+             \x1b[3mprompt_ms\x1b[0m\x1b[2m=\x1b[0m1000 \
+             \x1b[3mgeneration_ms\x1b[0m\x1b[2m=\x1b[0m{generation_ms} steps=1\n"
+        )
+    };
+    write("plain.log", &[call(300, 30_000), call(100, 10_000)]);
+    write("grammar.log", &[call(200, 25_000)]);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/prm-grammar-summary.py");
+    let output = Command::new("python3")
+        .arg(script)
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    crate::succeeded(&output);
+    let summary = std::fs::read_to_string(dir.path().join("summary.md")).unwrap();
+    assert_eq!(String::from_utf8_lossy(&output.stdout), summary);
+    assert!(
+        summary.contains("| unconstrained | 3 | 3 | 2 | 400 | 40 | 10.00 | 2 | 42 |"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("| `--grammar` | 3 | 2 | 1 | 200 | 25 | 8.00 | 1 | 26 |"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("generated 0.50x the tokens, at 0.80x the unconstrained speed"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("| unconstrained vs `--grammar` | 2 | 1/2 | 1/2 | 0.50 | 1/1 |"),
+        "{summary}"
+    );
 }
