@@ -50,10 +50,8 @@
 #                  evaluation arm uses it; runs/interact-hints pins its own binary
 #   interact-v2    (not in the default) interact-main again with the new turn hint, for when
 #                  the calibration adopts it (its rule: scripts/interact-hint-calibration.sh):
-#                  runs/interact-v2, pinned to the calibration's commit, results to
-#                  docs/results/interact/v2 (the old hint's files stay where they are). Its
-#                  no-memory arm and training stream replay the calibration's and the main
-#                  experiment's model calls from the reply cache, so they cost minutes
+#                  runs/interact-v2, pinned to V2_COMMIT (below), results to
+#                  docs/results/interact/v2 (the old hint's files stay where they are)
 #   interact-once  (2026-12-05) scripts/interact-once-calibration.sh: the training stream with
 #                  the new hint and `--turn-memories-once` (each turn memory shown at most once
 #                  per episode), against the same stream without it; runs/interact-once pins
@@ -79,9 +77,8 @@
 #                  `--repeat-guard` added to AGENT_OPTS (`-sguard`: with
 #                  `--repeat-guard-temperature 0.7`), `-fallback` every arm with
 #                  `--forced-submit-fallback`; runs/<name>, results to
-#                  docs/results/interact/<name without interact->, pinned to the commit of the
-#                  last calibration they follow (a training stream or no-memory run identical
-#                  to a calibration's replays it from the reply cache)
+#                  docs/results/interact/<name without interact->, pinned to V2_COMMIT (below),
+#                  with the PRM teacher decoded under the rubric grammar (PRM_OPTS=--grammar)
 #   interact-adopted the calibrations' rules, fixed before each ran, applied in order:
 #                  interact-main when the new hint's training stream solved fewer than the old
 #                  one's 9 of 60; else interact-v2, with `-once` when the training stream with
@@ -210,36 +207,44 @@ adopted_experiment() {
   [ "$fallback" -ge "$unguarded" ] && name+=-fallback
   echo "$name"
 }
+# The commit every interact-v2 experiment not yet started is pinned to (2026-12-06), instead
+# of the last calibration's (a3c9bd2, as first planned): it adds `prm annotate --grammar`,
+# which the experiment's 300 teacher rubrics use (docs/results/interact/prm-grammar: without
+# it the 1.5B teacher wrote on past the rubric in 8 of the smoke's 30 pairs, 76% of the
+# tokens generated, each such pair lost), and the agent's fold note comparing whole results
+# (a00fccc), a fix made after the calibrations. Nothing is lost by it: no run of an adopted
+# experiment equals a calibration's (those ran the training split without memory or with
+# other options), so none would have replayed from the reply cache, and every arm of the
+# experiment runs the one pinned agent, so its comparisons stay paired.
+V2_COMMIT=${V2_COMMIT:-84f1cc4f749f2ceff978f4b5537f5e9a87bad291}
 # The experiment script in run folder runs/NAME (NAME: interact-v2, then any of `-once`,
-# `-guard` or `-sguard`, `-fallback` in that order), pinned to the commit of the last calibration it
-# follows (that folder's source-commit, copied on first start), with the options its name
-# adopts.
+# `-guard` or `-sguard`, `-fallback` in that order), pinned to V2_COMMIT (written to the
+# folder's source-commit on first start; a folder started earlier keeps its own), with the
+# options its name adopts.
 continued_experiment() { # continued_experiment NAME STOP_AFTER
-  local name=$1 stop_after=$2 calibration=runs/interact-hints memory_opts="" agent_opts merit aid
+  local name=$1 stop_after=$2 memory_opts="" agent_opts merit aid
   agent_opts="--fold-repeats --schema-in-opening"
   case $name in
     interact-v2 | interact-v2-*) ;;
     *) echo "queue: no experiment $name" >&2; return 2 ;;
   esac
-  # The calibrations ran in this order, so the last aid named gives the newest pin.
   for aid in $(tr '-' ' ' <<< "${name#interact-v2}"); do
     case $aid in
-      once) calibration=runs/interact-once; memory_opts=--turn-memories-once ;;
-      guard) calibration=runs/interact-guard; agent_opts+=" --repeat-guard" ;;
-      sguard)
-        calibration=runs/interact-guard-sampled
-        agent_opts+=" --repeat-guard --repeat-guard-temperature 0.7" ;;
-      fallback) calibration=runs/interact-fallback; agent_opts+=" --forced-submit-fallback" ;;
+      once) memory_opts=--turn-memories-once ;;
+      guard) agent_opts+=" --repeat-guard" ;;
+      sguard) agent_opts+=" --repeat-guard --repeat-guard-temperature 0.7" ;;
+      fallback) agent_opts+=" --forced-submit-fallback" ;;
       *) echo "queue: no experiment $name" >&2; return 2 ;;
     esac
   done
   if [ ! -f "runs/$name/source-commit" ]; then
     mkdir -p "runs/$name"
-    cp "$calibration/source-commit" "runs/$name/source-commit"
+    echo "$V2_COMMIT" > "runs/$name/source-commit"
   fi
   merit=$(pinned "runs/$name") || return 1
   RUNS=runs/$name RESULTS=docs/results/interact/${name#interact-} STOP_AFTER=$stop_after \
-    MEMORY_OPTS=$memory_opts AGENT_OPTS=$agent_opts MERIT=$merit scripts/interact-experiments.sh
+    MEMORY_OPTS=$memory_opts AGENT_OPTS=$agent_opts PRM_OPTS=--grammar MERIT=$merit \
+    scripts/interact-experiments.sh
 }
 # One step; a step that fails is logged and the queue goes on with the next one (the steps do
 # not depend on each other), so that one failure in a session's absence does not leave the

@@ -97,7 +97,7 @@ PRM_PER_STATE=${PRM_PER_STATE:-4}
 # committed result (a smoke run over a handful of tasks has too few tasks for three buckets).
 PRM_SPLIT_BY=${PRM_SPLIT_BY:-task}
 # More options of `prm annotate`: the queue's v2 experiments pass --grammar (the teacher's
-# reply decoded under the rubric's JSON grammar; see the PRM section of the results README).
+# reply decoded under the rubric's JSON grammar; docs/results/interact/prm-grammar/README.md).
 PRM_OPTS=${PRM_OPTS:-}
 RUNS=${RUNS:-runs/interact}
 RESULTS=${RESULTS:-docs/results/interact}

@@ -237,8 +237,8 @@ fn adopted_step(solved: [usize; 6], sampled_logged: usize) -> (bool, String, Opt
     scratch.write_script(
         "scripts/interact-experiments.sh",
         "echo \"RUNS=$RUNS RESULTS=$RESULTS STOP_AFTER=$STOP_AFTER MEMORY_OPTS=$MEMORY_OPTS \
-         AGENT_OPTS=$AGENT_OPTS MERIT=$MERIT pin=$(cat \"$RUNS/source-commit\" 2>/dev/null)\" \
-         > step-ran\n",
+         AGENT_OPTS=$AGENT_OPTS PRM_OPTS=$PRM_OPTS MERIT=$MERIT \
+         pin=$(cat \"$RUNS/source-commit\" 2>/dev/null)\" > step-ran\n",
     );
     let [hint, once, unguarded, guarded, sampled, fallback] = solved;
     write_calibrations(
@@ -260,18 +260,42 @@ fn adopted_step(solved: [usize; 6], sampled_logged: usize) -> (bool, String, Opt
     (ok, text, scratch.read("step-ran"))
 }
 
+/// The commit the queue pins every interact-v2 experiment to (`V2_COMMIT`'s default), which
+/// must name one commit in full: a short or mistyped one would make the pin build fail, or
+/// build another commit, only when the step starts, days after the edit.
+fn v2_commit() -> String {
+    let queue = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/experiments-queue.sh"),
+    )
+    .unwrap();
+    let commit = queue
+        .lines()
+        .find_map(|line| line.strip_prefix("V2_COMMIT=${V2_COMMIT:-"))
+        .and_then(|rest| rest.strip_suffix('}'))
+        .expect("experiments-queue.sh sets V2_COMMIT=${V2_COMMIT:-<commit>}");
+    assert!(
+        commit.len() == 40 && commit.bytes().all(|b| b.is_ascii_hexdigit()),
+        "V2_COMMIT is not a full commit id: {commit}"
+    );
+    commit.to_string()
+}
+
+/// The experiment's name and options follow the calibrations' rules; whichever it is, it is
+/// pinned to `V2_COMMIT` and its PRM teacher decodes under the rubric grammar.
 #[test]
 fn the_adopted_interact_experiment_follows_the_calibrations_rules() {
     // As they stand when the greedy guard ended (hint 10 >= 9, once 9 < 10, guard 10 < 12),
     // with the sampled guard below and level with no guard, and the fallback level with it.
     let base = "STOP_AFTER=passk MEMORY_OPTS= AGENT_OPTS=--fold-repeats --schema-in-opening";
+    let pin = v2_commit();
     let (ok, text, ran) = adopted_step([10, 9, 12, 10, 11, 12], 60);
     assert!(ok, "{text}");
     assert_eq!(
         ran.as_deref(),
         Some(&*format!(
             "RUNS=runs/interact-v2-fallback RESULTS=docs/results/interact/v2-fallback {base} \
-             --forced-submit-fallback MERIT=runs/interact-v2-fallback/merit pin=interact-fallback\n"
+             --forced-submit-fallback PRM_OPTS=--grammar MERIT=runs/interact-v2-fallback/merit \
+             pin={pin}\n"
         )),
         "{text}"
     );
@@ -282,7 +306,7 @@ fn the_adopted_interact_experiment_follows_the_calibrations_rules() {
         Some(&*format!(
             "RUNS=runs/interact-v2-sguard-fallback RESULTS=docs/results/interact/v2-sguard-fallback \
              {base} --repeat-guard --repeat-guard-temperature 0.7 --forced-submit-fallback \
-             MERIT=runs/interact-v2-sguard-fallback/merit pin=interact-fallback\n"
+             PRM_OPTS=--grammar MERIT=runs/interact-v2-sguard-fallback/merit pin={pin}\n"
         )),
         "{text}"
     );
@@ -291,12 +315,12 @@ fn the_adopted_interact_experiment_follows_the_calibrations_rules() {
     assert!(ok, "{text}");
     assert_eq!(
         ran.as_deref(),
-        Some(
+        Some(&*format!(
             "RUNS=runs/interact-v2-once-guard RESULTS=docs/results/interact/v2-once-guard \
              STOP_AFTER=passk MEMORY_OPTS=--turn-memories-once AGENT_OPTS=--fold-repeats \
-             --schema-in-opening --repeat-guard MERIT=runs/interact-v2-once-guard/merit \
-             pin=interact-guard\n"
-        ),
+             --schema-in-opening --repeat-guard PRM_OPTS=--grammar \
+             MERIT=runs/interact-v2-once-guard/merit pin={pin}\n"
+        )),
         "{text}"
     );
     // An unfinished calibration stops the step; nothing runs.
