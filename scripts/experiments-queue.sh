@@ -211,8 +211,8 @@ adopted_experiment() {
 # of the last calibration's (a3c9bd2, as first planned): it adds `prm annotate --grammar`,
 # which the experiment's 300 teacher rubrics use (docs/results/interact/prm-grammar: on the
 # smoke's 30 pairs every rubric under the grammar was usable, against 20 of 30 without it, in
-# 0.36x the model time, agreeing with the unconstrained rubrics as well as that judge agrees
-# with itself), and the agent's fold note comparing whole results
+# 0.36x the model time, agreeing with the unconstrained rubrics no less than that judge agreed
+# with its own earlier run, on 20 and 16 pairs), and the agent's fold note comparing whole results
 # (a00fccc), a fix made after the calibrations. Nothing is lost by it: no run of an adopted
 # experiment equals a calibration's (those ran the training split without memory or with
 # other options), so none would have replayed from the reply cache, and every arm of the

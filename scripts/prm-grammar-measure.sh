@@ -24,7 +24,8 @@ MODEL=${MODEL:-qwen2.5-coder-1.5b-instruct}
 export MERIT_LOG=merit_models=debug
 mkdir -p "$OUT"
 
-pairs_in() { [ -f "$1" ] && grep -c . "$1" || echo 0; }
+# Lines in an annotation file (0 when there is none; `grep -c` prints 0 and fails on an empty one).
+pairs_in() { if [ -f "$1" ]; then grep -c . "$1" || true; else echo 0; fi; }
 
 for ((i = 1; i <= PAIRS; i++)); do
   for setting in plain grammar; do

@@ -97,6 +97,10 @@ def main():
     if len(sys.argv) not in (2, 3):
         sys.exit(__doc__)
     out = sys.argv[1]
+    for name in ("plain.jsonl", "grammar.jsonl", "plain.log", "grammar.log"):
+        if not os.path.isfile(os.path.join(out, name)):
+            sys.exit(f"prm-grammar-summary: {os.path.join(out, name)} is missing (made by "
+                     "scripts/prm-grammar-measure.sh)")
     plain = read_annotations(os.path.join(out, "plain.jsonl"))
     grammar = read_annotations(os.path.join(out, "grammar.jsonl"))
     if set(plain) != set(grammar):
@@ -105,6 +109,9 @@ def main():
         "unconstrained", plain, read_calls(os.path.join(out, "plain.log")))
     grammar_row, (grammar_tokens, grammar_s, grammar_speed) = setting_row(
         "`--grammar`", grammar, read_calls(os.path.join(out, "grammar.log")))
+    if not plain_tokens or not plain_s or not plain_speed:
+        sys.exit("prm-grammar-summary: plain.log holds no model call with generated tokens; "
+                 "was it written with MERIT_LOG=merit_models=debug?")
     lines = [
         f"# The rubric grammar against the unconstrained teacher ({len(plain)} pairs)",
         "",
