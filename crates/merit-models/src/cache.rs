@@ -164,12 +164,14 @@ fn decode_vector(text: &str) -> Option<Vec<f32>> {
         .chunks(2)
         .map(|pair| Some((nibble(pair[0])? << 4) | nibble(pair[1])?))
         .collect();
-    Some(
-        bytes?
-            .chunks(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect(),
-    )
+    let vector: Vec<f32> = bytes?
+        .chunks(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    // No embedder this store caches writes an infinity or a NaN (the caching embedder refuses
+    // them before storing), so such an entry is damage, and serving it would turn every
+    // similarity computed with it into NaN: it reads as a miss and is computed again.
+    vector.iter().all(|x| x.is_finite()).then_some(vector)
 }
 
 /// What a store knows about its folder.
@@ -978,6 +980,20 @@ impl<E: Embedder + ?Sized> Embedder for CachedEmbedder<E> {
                 batch.len()
             )));
         }
+        if let Some((index, _)) = computed
+            .iter()
+            .enumerate()
+            .find(|(_, vector)| vector.iter().any(|x| !x.is_finite()))
+        {
+            // Neither cached nor returned: a non-finite component makes every cosine score
+            // computed with the vector NaN, which would silently scramble retrieval.
+            self.accounting.record_failure(&self.label);
+            return Err(ModelError::Malformed(format!(
+                "embedder returned a vector with a non-finite component (text {} of {}, model {model})",
+                missing[index] + 1,
+                texts.len()
+            )));
+        }
         let mut by_key: HashMap<&str, Vec<f32>> = HashMap::new();
         for (&position, vector) in missing.iter().zip(computed) {
             if self.mode == CacheMode::ReadWrite {
@@ -1015,6 +1031,28 @@ mod tests {
         );
         assert!(decode_vector("zz").is_none());
         assert!(decode_vector("abc").is_none());
+    }
+
+    #[test]
+    fn a_stored_vector_with_an_infinity_or_a_nan_reads_as_a_miss() {
+        let infinity_then_two = "0000807f00000040";
+        assert!(decode_vector(infinity_then_two).is_none());
+        assert!(decode_vector(&encode_vector(&[1.0, f32::NAN])).is_none());
+        assert!(decode_vector(&encode_vector(&[f32::NEG_INFINITY])).is_none());
+        assert_eq!(decode_vector(&encode_vector(&[2.0])), Some(vec![2.0]));
+    }
+
+    /// The fuzzer's first finding (`reply_cache`, 2026-12-06): a segment whose only readable
+    /// entry for "k" is an embedding holding +inf served that infinity as a cached vector.
+    #[test]
+    fn the_fuzzers_segment_with_an_infinite_embedding_serves_no_vector() {
+        let dir = tempfile::tempdir().unwrap();
+        // The input exactly as the fuzzer saved it.
+        let segment: &[u8] = b"{\"key\":\"k\",\"kind\":\"embedding\",\"vector\":\"0000807f00000040\",\"model\":\"m\",\"at\":1}\n{\"key\":\"k\",\"kind\":\"chat\",\"reply\":{\"text\":\"x\",\"prompt_tokens\":1,\"com\"id\":\"c1\",\"name\":\"execute\",\"arguments\":\"{\\\"sql\\\":\\\"SELECT 1\\\"}\"}]},\"mode\x97\xdd\xc5\xddm\",\"at\":2}\n{\"key\":\"k\",\"kind\":\"chat\",\"reply\":{\"text\":\"torn\n";
+        std::fs::write(dir.path().join("seg-fuzz.jsonl"), segment).unwrap();
+        let store = ReplyStore::open(dir.path()).unwrap();
+        assert_eq!(store.get_embedding("k"), None);
+        assert!(store.get_chat("k").is_none());
     }
 
     #[test]

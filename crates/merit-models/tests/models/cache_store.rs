@@ -363,6 +363,42 @@ fn embeddings_are_cached_per_text_exactly() {
     assert_eq!(snapshot.total.live.calls, 0);
 }
 
+/// An embedder that answers an infinity for texts that say so.
+struct Overflowing;
+
+impl Embedder for Overflowing {
+    fn id(&self) -> String {
+        "fake:overflowing".to_string()
+    }
+
+    fn dimension(&self) -> usize {
+        2
+    }
+
+    fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, ModelError> {
+        Ok(texts
+            .iter()
+            .map(|text| match text.as_str() {
+                "overflow" => vec![f32::INFINITY, 0.0],
+                _ => vec![1.0, 0.0],
+            })
+            .collect())
+    }
+}
+
+#[test]
+fn a_non_finite_embedding_is_an_error_and_is_not_cached() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let embedder = CachedEmbedder::new(Overflowing, Arc::clone(&store));
+    let texts = vec!["fine".to_string(), "overflow".to_string()];
+    let error = embedder.embed(&texts).unwrap_err().to_string();
+    assert!(error.contains("non-finite") && error.contains("text 2 of 2"), "{error}");
+    assert_eq!(store.stats().entries, 0, "nothing of the failed batch is stored");
+    assert_eq!(embedder.accounting().snapshot().total.failures, 1);
+    assert_eq!(embedder.embed(&texts[..1]).unwrap(), vec![vec![1.0, 0.0]]);
+}
+
 #[test]
 fn concurrent_threads_lose_nothing() {
     let dir = tempfile::tempdir().unwrap();
