@@ -393,8 +393,15 @@ fn a_non_finite_embedding_is_an_error_and_is_not_cached() {
     let embedder = CachedEmbedder::new(Overflowing, Arc::clone(&store));
     let texts = vec!["fine".to_string(), "overflow".to_string()];
     let error = embedder.embed(&texts).unwrap_err().to_string();
-    assert!(error.contains("non-finite") && error.contains("text 2 of 2"), "{error}");
-    assert_eq!(store.stats().entries, 0, "nothing of the failed batch is stored");
+    assert!(
+        error.contains("non-finite") && error.contains("text 2 of 2"),
+        "{error}"
+    );
+    assert_eq!(
+        store.stats().entries,
+        0,
+        "nothing of the failed batch is stored"
+    );
     assert_eq!(embedder.accounting().snapshot().total.failures, 1);
     assert_eq!(embedder.embed(&texts[..1]).unwrap(), vec![vec![1.0, 0.0]]);
 }
