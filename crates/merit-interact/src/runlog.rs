@@ -411,11 +411,14 @@ fn rebuild_memory(memory: &MemoryRun<'_>) -> Result<(InteractMemory, StreamPos),
         if let Some(base) = &memory.base {
             let source = base.join(file);
             if source.exists() {
-                // Copy to a temporary name first: a kill mid-copy must not leave a torn file
-                // that the next start would read as memories.
-                let partial = memory.dir.join(format!("{file}.partial"));
-                std::fs::copy(&source, &partial).map_err(io(&source))?;
-                std::fs::rename(&partial, &target).map_err(io(&target))?;
+                // Copy to a temporary name first and put it in place whole: a kill mid-copy
+                // must not leave a torn file that the next start would read as memories.
+                let temporary = merit_core::fs::temporary_beside(&target);
+                if let Err(error) = std::fs::copy(&source, &temporary) {
+                    let _ = std::fs::remove_file(&temporary);
+                    return Err(io(&source)(error));
+                }
+                merit_core::fs::persist(&temporary, &target).map_err(io(&target))?;
             }
         }
     }
