@@ -33,11 +33,12 @@
 //! - **Files are append-only** (`episodes.jsonl`, `turns.jsonl`; one synced line per entry),
 //!   see [`store`].
 //!
-//! # Where the learned selectors go
-//! The PPO-trained selectors of §5.2 are later work. They implement [`Selector`] like the
-//! others: [`SelectionInput`] already carries the query embedding, every candidate's
-//! embedding and its [`CandidateFeatures`] (with [`CandidateFeatures::to_array`] as a fixed
-//! layout for a policy network), so a learned policy needs nothing else from this module.
+//! # Where the learned selectors are
+//! The PPO-trained selectors of §5.2 live in the `merit-learn` crate (`LearnedSelector`, which
+//! keeps candle out of this crate). They implement [`Selector`] like the others:
+//! [`SelectionInput`] carries the query embedding, every candidate's embedding and its
+//! [`CandidateFeatures`] (with [`CandidateFeatures::to_array`] as a fixed layout for a policy
+//! network), so a learned policy needs nothing else from this module.
 
 pub mod advisor;
 pub mod demo;

@@ -6,7 +6,7 @@
 //! | [`CosineSelector`] | the candidates with the highest cosine (the embedding stage's order), optionally only above a threshold |
 //! | [`ModelSelector`] | what a chat model picks from numbered summaries (`memory_select_episode.txt`, `memory_select_turn.txt`) |
 //! | [`super::TopicKSelector`] | greedy coverage of the query's topics, rare topics first (the TopicK baseline) |
-//! | learned (PPO), later work | a small policy network over [`SelectorCandidate::embedding`], [`SelectionInput::query_embedding`] and [`CandidateFeatures::to_array`] |
+//! | learned (PPO), `merit_learn::selector::LearnedSelector` | a small policy network over [`SelectorCandidate::embedding`], [`SelectionInput::query_embedding`] and [`CandidateFeatures::to_array`] |
 //!
 //! A selector answers indices into [`SelectionInput::candidates`], best first, or nothing.
 //! It may answer more than [`SelectionInput::limit`] or out-of-range indices; the retrieval
