@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""What the live-mode report does not print, per arm, from the committed evidence.
+
+`merit live-experiment` writes report.md (accuracy, paired intervals and sign tests against
+the no-memory arm, feedback given and wrong). This adds, from each arm's answers and live
+journal: how many answers executed at all, how many memories the automatic rule retired, and
+the paired comparison with `none` on accuracy and on executing (a seeded bootstrap over the
+questions and the exact two-sided sign test over the questions where the two arms differ).
+
+    scripts/live-summary.py [ARMS_DIR]    # default docs/results/live/dev/arms
+
+Reads ARMS_DIR/<arm>/answers.jsonl(.gz) and live.jsonl(.gz); an arm still running is read as
+far as it has gone, and compared with `none` on the questions both have answered.
+"""
+import gzip
+import json
+import random
+import sys
+from math import comb
+from pathlib import Path
+
+RESAMPLES = 10_000
+
+
+def read_jsonl(folder, name):
+    """The records of FOLDER/NAME.jsonl, or of its gzip-compressed copy."""
+    plain, packed = folder / f"{name}.jsonl", folder / f"{name}.jsonl.gz"
+    if plain.exists():
+        with open(plain, encoding="utf-8") as f:
+            return [json.loads(line) for line in f if line.strip()]
+    if packed.exists():
+        with gzip.open(packed, "rt", encoding="utf-8") as f:
+            return [json.loads(line) for line in f if line.strip()]
+    return []
+
+
+def sign_test(won, lost):
+    """Exact two-sided sign test over the discordant questions."""
+    n = won + lost
+    if n == 0:
+        return 1.0
+    tail = sum(comb(n, i) for i in range(min(won, lost) + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def paired(base, arm, field):
+    """Difference in percentage points, its 95% bootstrap interval, won, lost, sign-test p."""
+    positions = sorted(set(base) & set(arm))
+    diffs = [int(arm[p][field]) - int(base[p][field]) for p in positions]
+    n = len(diffs)
+    rng = random.Random(0)
+    means = sorted(
+        sum(diffs[rng.randrange(n)] for _ in range(n)) / n * 100 for _ in range(RESAMPLES)
+    )
+    won, lost = diffs.count(1), diffs.count(-1)
+    low, high = means[int(0.025 * RESAMPLES)], means[int(0.975 * RESAMPLES) - 1]
+    return sum(diffs) / n * 100, low, high, won, lost, sign_test(won, lost), n
+
+
+def main():
+    root = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/results/live/dev/arms")
+    arms = {}
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        answers = {r["position"]: r for r in read_jsonl(folder, "answers")}
+        journal = read_jsonl(folder, "live")
+        retired = sum(1 for e in journal if e.get("event") == "retired")
+        restored = sum(1 for e in journal if e.get("event") == "restored")
+        arms[folder.name] = (answers, retired, restored)
+    if "none" not in arms:
+        sys.exit(f"no `none` arm under {root}")
+    base = arms["none"][0]
+    print("| arm | answers | correct | executed | memories retired (restored) "
+          "| accuracy vs none: pp [95%], won/lost, p | executed vs none: pp [95%], won/lost, p |")
+    print("|---|---:|---:|---:|---:|---|---|")
+    for name, (answers, retired, restored) in arms.items():
+        correct = sum(r["correct"] for r in answers.values())
+        executed = sum(r["executed"] for r in answers.values())
+        cells = []
+        for field in ("correct", "executed"):
+            if name == "none" or not answers:
+                cells.append("–")
+                continue
+            d, low, high, won, lost, p, n = paired(base, answers, field)
+            cells.append(f"{d:+.1f} [{low:+.1f}, {high:+.1f}], {won}/{lost}, p = {p:.2f} (n = {n})")
+        print(f"| {name} | {len(answers)} | {correct} | {executed} | {retired} ({restored}) "
+              f"| {cells[0]} | {cells[1]} |")
+
+
+if __name__ == "__main__":
+    main()
