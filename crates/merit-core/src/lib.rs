@@ -2,7 +2,8 @@
 //!
 //! This crate has no opinion about models or databases: it names the things the rest of the
 //! workspace passes around, in the vocabulary of the papers (question, attempt, oracle status,
-//! hardness, ...), plus the small mechanisms every crate shares: [`template`] (the pure
+//! hardness, ...: [`model`] for the chat model and embedder traits, [`failure`], [`episode`]),
+//! plus the small mechanisms every crate shares: [`template`] (the pure
 //! `{{slot}}` filler of the repair and interact prompts), [`fs`] (atomic writes and run-folder
 //! locks), [`hash`], [`parallel`] and [`optional`] (how test suites treat resources a machine
 //! may lack).

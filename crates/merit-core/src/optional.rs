@@ -1,10 +1,11 @@
 //! Optional resources of the test suites: a PostgreSQL server, `python3`, model files, a
-//! browser driver, a real llama.cpp server.
+//! browser driver, a real llama.cpp server, the MCP Python SDK, a tmpfs mount (root).
 //!
 //! A test that needs one and does not find it skips with a loud `SKIPPED` line, so a plain
 //! `cargo test` on a bare machine passes and says what it did not test. Each resource has a
-//! `MERIT_REQUIRE_*` variable; set to `1` (CI sets all of them) a missing resource fails the
-//! test instead, so a broken setup can never pass as skipped.
+//! `MERIT_REQUIRE_*` variable; set to `1` (CI sets all of them, the mount one only where a
+//! probe mount works) a missing resource fails the test instead, so a broken setup can never
+//! pass as skipped.
 
 /// Whether the environment variable `require_var` is `1`: the resource must be there.
 pub fn is_required(require_var: &str) -> bool {

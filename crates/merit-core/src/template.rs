@@ -1,5 +1,6 @@
 //! `{{slot}}` prompt templates: the one filler behind the repair prompts (merit-repair) and
-//! the interact prompts (merit-interact).
+//! the interact prompts (merit-interact-env's simulator, merit-interact's agent,
+//! merit-interact-gen's requests).
 //!
 //! Written by hand because the templates only need named substitution. Filling is one pass
 //! over the template: a value is copied as it is and never expanded, so text from a database,

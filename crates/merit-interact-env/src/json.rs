@@ -5,7 +5,7 @@
 //! because serde's messages quote the offending value, and in a task or ground-truth file that
 //! value can be gold SQL. These helpers report the JSON path and the expected shape only.
 //!
-//! [`ask_json`] is used by the task generator (`gen::request`), the insight extractor
+//! [`ask_json`] is used by the task generator (`gen::request`, `gen::revise`), the insight extractor
 //! (`memory::insight`) and the rubric judge (`prm`): one greedy call, the reply checked by the
 //! caller's parser, a malformed reply sent back once with the parser's reason, and a request
 //! the backend refuses as invalid turned into an unusable outcome rather than an error.

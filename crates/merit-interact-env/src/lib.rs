@@ -23,6 +23,7 @@
 //! * [`json`]: asking a model for one strict JSON object, with one retry (the simulator's
 //!   neighbours on the method side use it too).
 //! * [`prompts`]: the prompt family and the simulator's templates.
+//! * [`error`]: the crate's errors, worded so that they never quote hidden material.
 //!
 //! Data attribution: BIRD-Interact (bird-bench), data CC BY-SA 4.0.
 

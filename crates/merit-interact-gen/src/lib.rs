@@ -8,11 +8,14 @@
 //!    sort direction, a changed or added LIMIT) with a seeded ChaCha RNG, and keep only targets
 //!    that run read-only within a deadline and return at least one row. Duplicates (by
 //!    normalised SQL) are dropped.
-//! 3. [`request`] + [`mod@verify`]: a model writes a fully specified request, an underspecified
-//!    one and an ambiguity map as strict JSON (one retry with the parse error fed back); a
-//!    record is rejected when a term is not verbatim in the request, a snippet not verbatim in
-//!    the SQL, the map has fewer than 2 or more than 6 entries, or the user text leaks schema
-//!    identifiers or SQL (the rule is documented on [`verify::find_leaks`]).
+//! 3. [`request`] + [`mod@verify`] + [`revise`]: a model writes a fully specified request, an
+//!    underspecified one and an ambiguity map as strict JSON (one retry with the parse error
+//!    fed back); verification finds a term not verbatim in the request, a snippet not verbatim
+//!    in the SQL, a map of fewer than 2 or more than 6 entries, user text that leaks schema
+//!    identifiers or SQL (the rule is documented on [`verify::find_leaks`]), and the other
+//!    faults [`verify`](mod@verify) lists; a well-formed draft with faults is sent back once
+//!    with them named ([`revise`], on by default), and rejected only if the revision fails
+//!    too.
 //! 4. [`record`] + [`run`]: BIRD-Interact records with ground truth, appended one JSON line at
 //!    a time with fsync, resumable by a stable target id; [`stats`] computes the paper's
 //!    diversity and quality figures.
@@ -22,6 +25,9 @@
 //! Management (DELETE/UPDATE) targets judged by state-checking test cases. One optional stage
 //! extends verified records: [`knowledge`] turns a blurred row condition into a
 //! knowledge-base entry, visible or deleted for the task.
+//!
+//! [`sqlast`] holds what the stages need from `sqlparser`: parsing, normalised text for
+//! deduplication, AST skeletons and structural features for the statistics.
 //!
 //! Nothing here knows about terminals or arguments; a CLI calls [`seed::load_seeds`],
 //! [`perturb::perturb_seeds`], [`run::generate_tasks`] and [`stats::compute_stats`].

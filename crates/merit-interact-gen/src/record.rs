@@ -290,7 +290,7 @@ pub fn read_rejections(path: &Path) -> Result<Vec<RejectionLine>, GenError> {
     read_lines(path).map(|(records, _)| records)
 }
 
-/// An append-only JSONL file: one `write` per line, then `fsync` (`merit_journal::jsonl`).
+/// An append-only JSONL file: one `write_all` per line, then `fsync` (`merit_journal::jsonl`).
 #[derive(Debug)]
 pub(crate) struct AppendFile {
     appender: jsonl::Appender,

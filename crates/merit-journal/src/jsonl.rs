@@ -1,6 +1,7 @@
 //! Append-only JSON Lines files that survive a crash at any point: the one implementation
 //! behind the repair memory's pools, the interact memory banks, the PRM annotation file, the
-//! interact episode log and merit-lab's run logs.
+//! interact episode log, task generation's records, live mode's journal and merit-lab's run
+//! logs.
 //!
 //! This module holds the mechanics and the one error type ([`JsonlError`]) of every journal.
 //! Each caller keeps its own policy: how a line is parsed (which `format` it expects), what a

@@ -9,8 +9,14 @@
 //! - [`live`]: the live-mode experiment (no oracle for the agent, a simulated user);
 //! - [`stream`]: the seeded query orders every method shares;
 //! - [`metrics`]: accuracy, repairs, steps, oscillation and cost from episode records;
-//! - [`stats`]: mean and sample standard deviation over seeds, and the paired query-cluster
-//!   bootstrap of the paper's Table 2.
+//! - [`stats`]: mean and sample standard deviation over seeds, the paired query-cluster
+//!   bootstrap of the paper's Table 2, exact sign tests and Pass@k;
+//! - [`report`] and [`plots`]: the paper's Tables 1–4, Table 5's failure composition and
+//!   Table 6 (memory use), as Markdown, JSON and SVG figures;
+//! - [`memory_use`]: which precedents each repair step saw (Table 6), from the logs alone;
+//! - [`validation`]: the classifier against the reference labeler (the repair paper's Table 5);
+//! - [`interact`]: the interact runs' report (summaries, paired comparisons, repeated tries);
+//! - [`jsonl`]: run-log reading and appending over `merit_journal::jsonl`.
 
 #![warn(missing_docs)]
 

@@ -1,4 +1,5 @@
-//! The paper's Tables 1–4 and three figures, from episode records of any number of runs.
+//! The paper's Tables 1–4, Table 5's failure composition, Table 6 (memory use) and three
+//! figures, from episode records of any number of runs.
 //!
 //! Everything here is a pure function of the records (no clock, no hash order), so the same
 //! records always give byte-identical Markdown, JSON and SVG.

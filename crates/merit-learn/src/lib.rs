@@ -8,6 +8,10 @@
 //! - [`selector`]: the policy/value network, PPO, and the learned selector that implements
 //!   [`merit_interact::memory::Selector`].
 //! - [`student`]: the student PRM distilled from the rubric teacher's annotations.
+//! - [`train`]: the selectors' training loops: online PPO for the episode level (agent
+//!   rollouts, terminal rewards) and the offline loop the turn level uses.
+//! - [`holdout`]: the turn level end to end: the student PRM's rewards, tasks held out, and
+//!   the trained selector scored against the untrained one and the fixed rules.
 
 #![warn(missing_docs)]
 

@@ -15,7 +15,8 @@
 //! - a memory retrieved into answers the user later rejects is retired automatically
 //!   ([`signals::RetirementPolicy`]): out of retrieval, kept, logged, and reversible;
 //! - everything is journaled, one fsync'd line per event, before a call returns; the memory is
-//!   rebuilt from the journal when opened, so acknowledged feedback survives `kill -9`;
+//!   rebuilt from the journal when opened, so acknowledged feedback survives `kill -9`
+//!   ([`store`]: the file journal, or a journal shared on PostgreSQL by several replicas);
 //! - causality holds as in the papers: an episode sees only entries of episodes finalized
 //!   before its retrieval, never its own.
 //!

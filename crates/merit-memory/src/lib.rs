@@ -14,7 +14,8 @@
 //!
 //! # Invariants the types enforce
 //! - An entry enters memory only through [`Memory::commit`] (or [`PersistentMemory::commit`])
-//!   of a [`FinalizedEpisode`], which only [`Episode::finalize`] creates; [`MemoryEntry`] has no
+//!   of a [`FinalizedEpisode`], which only [`Episode::finalize`] creates, or by reopening a
+//!   memory directory those commits wrote; apart from deserialization, [`MemoryEntry`] has no
 //!   public constructor.
 //! - Every read goes through a [`MemoryView`] fixed at a stream position t and a current query:
 //!   it sees only entries with source position < t from other queries. An open episode's

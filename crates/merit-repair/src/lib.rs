@@ -1,6 +1,7 @@
 //! The repair agent of MERIT repair: prompts, SQL extraction and the repair episode.
 //!
-//! - [`prompts`]: the versioned `merit-prompts-v3` templates and their rendering;
+//! - [`prompts`]: the initial Text-to-SQL prompt of the `merit-prompts-v3` family (the repair
+//!   and reflection prompts are in `repair::prompt`, beside the loop that fills them);
 //! - [`extract`]: pulling one SQL statement out of a model reply;
 //! - [`grammar`]: a decoding grammar that allows only the database's names (an aid);
 //! - [`hints`]: repair hints read from the live database (an aid, off in the paper's setting);

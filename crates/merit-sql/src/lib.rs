@@ -12,7 +12,9 @@
 //! its file (no `ATTACH`, no extensions, no `VACUUM INTO`).
 //!
 //! The [`Database`] trait is the boundary: evaluators, the oracle and agents only see it, so a
-//! PostgreSQL backend can sit beside [`SqliteDatabase`] without touching them.
+//! PostgreSQL backend sits beside [`SqliteDatabase`] without touching them
+//! (`merit_interact_env::pg::PostgresDatabase`, used by `merit ask`, live mode and
+//! `merit serve`).
 
 #![warn(missing_docs)]
 
