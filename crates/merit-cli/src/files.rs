@@ -42,6 +42,19 @@ pub fn lock_run_dir(dir: &Path) -> Result<merit_core::fs::FolderLock> {
         })
 }
 
+/// Claims the folder that holds `file` (created if missing; `.` for a bare file name), for a
+/// command that appends to one file of its own rather than owning a run directory: two such
+/// processes on one file would log the same items twice.
+pub fn lock_folder_of(file: &Path) -> Result<merit_core::fs::FolderLock> {
+    let folder = match file.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&folder)
+        .with_context(|| format!("cannot create {}", folder.display()))?;
+    lock_run_dir(&folder)
+}
+
 /// [`merit_core::parallel::all_at_once`] with a thread that panicked as an error naming `what`.
 pub fn all_at_once<T: Sync, R: Send>(
     items: &[T],

@@ -958,7 +958,7 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
     // 6. The counterfactual at a frozen turn, with all four arms: first two episodes, then
     // the rest, continuing from the forks the first invocation logged.
     let forks = path("forks.md");
-    let counterfactual = |limit: Option<&str>| {
+    let counterfactual_args = |limit: Option<&'static str>| {
         let mut args = vec![
             "interact",
             "counterfactual",
@@ -980,12 +980,26 @@ fn memory_run_prm_selectors_and_learned_evaluation_end_to_end() {
         if let Some(limit) = limit {
             args.extend(["--limit", limit]);
         }
-        merit(&args, &server, &cache, true)
+        args
     };
+    let counterfactual =
+        |limit: Option<&'static str>| merit(&counterfactual_args(limit), &server, &cache, true);
     let fork_log = dir.path().join("forks.forks.jsonl");
     let first = counterfactual(Some("2"));
     assert!(first.contains("| learned | 2 |"), "{first}");
     assert_eq!(lines(&fork_log).len(), 8);
+    // Another process on the forks log's folder: refused, nothing appended.
+    {
+        let _held = merit_core::fs::lock_folder(dir.path())
+            .unwrap()
+            .expect("the test holds it");
+        let stderr = merit_failing(&counterfactual_args(None), &server, &cache, true);
+        assert!(
+            stderr.contains("in use by another merit process"),
+            "{stderr}"
+        );
+        assert_eq!(lines(&fork_log).len(), 8);
+    }
     let table = counterfactual(None);
     assert_eq!(lines(&fork_log).len(), 24, "only the missing forks ran");
     for arm in [

@@ -126,6 +126,8 @@ pub fn counterfactual(args: CounterfactualArgs) -> Result<()> {
         .log
         .clone()
         .unwrap_or_else(|| args.out.with_extension("forks.jsonl"));
+    // The forks log is appended to: one process at a time per folder holding it.
+    let _lock = crate::files::lock_folder_of(&log)?;
     let bar = crate::files::progress_bar(forked.len() * arms.len(), "fork");
     let run = fork_episodes(
         &spec,

@@ -102,13 +102,7 @@ pub fn prm(command: PrmCommand) -> Result<()> {
 
 fn prm_annotate(args: AnnotateArgs) -> Result<()> {
     // Annotation appends to its file: one process at a time per folder holding it.
-    let folder = match args.out.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
-    };
-    std::fs::create_dir_all(&folder)
-        .with_context(|| format!("cannot create {}", folder.display()))?;
-    let _lock = crate::files::lock_run_dir(&folder)?;
+    let _lock = crate::files::lock_folder_of(&args.out)?;
     let store = store(&args.embed)?;
     let embedder = embedder(&args.embed, &store)?;
     let records = read_log(&args.run.join("episodes.jsonl"))
