@@ -181,11 +181,12 @@ pub struct RunArgs {
     /// such as `total_population` into known words, a syntax error).
     #[arg(long, requires = "grammar")]
     pub free_aliases: bool,
-    /// Embedded chat model for the repairs (default: `--model`, which writes the shared initial
-    /// predictions either way).
+    /// Chat model for the repairs: an embedded model, or with `--llm-url` a model name on the
+    /// same server (default: `--model`, which writes the shared initial predictions either
+    /// way).
     #[arg(long)]
     pub repair_model: Option<String>,
-    /// Path of the repair model's GGUF file (skips pulling).
+    /// Path of the repair model's GGUF file (skips pulling; embedded models only).
     #[arg(long, requires = "repair_model")]
     pub repair_model_path: Option<PathBuf>,
     /// Context window of the embedded chat model, in tokens. Repair prompts carry the whole

@@ -33,8 +33,9 @@ pub struct LiveExperimentArgs {
     /// an oracle. Each reference is compared with `none`, and every later one with the first.
     #[arg(long = "reference", value_name = "NAME=LOG")]
     references: Vec<String>,
-    /// The options of `merit run` (data, models, repair aids, K, --limit, --out; the stream
-    /// order is `--seeds`' first seed; `--methods` is not used).
+    // The options of `merit run` (data, models, repair aids, K, --limit, --out); what does not
+    // apply here is said in the subcommand's help (main.rs), since clap shows no help for a
+    // flattened field.
     #[command(flatten)]
     run: RunArgs,
 }

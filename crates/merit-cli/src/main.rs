@@ -54,7 +54,10 @@ enum Command {
     /// Run MERIT repair experiments (methods × seeds) into a resumable run directory.
     Run(Box<experiment::RunArgs>),
     /// Live mode on a benchmark stream: the oracle hidden from the agent, a simulated user
-    /// giving (sometimes wrong) feedback; accuracy per arm against no memory.
+    /// giving (sometimes wrong) feedback; accuracy per arm against no memory. Takes `merit
+    /// run`'s options (the stream order is `--seeds`' first seed); `--methods`, `--pg-url` and
+    /// `--parallel` have no effect (the arms run one after another on SQLite), and `--out`
+    /// (or `--resume`) names one folder, created or continued.
     LiveExperiment(Box<live_cmd::LiveExperimentArgs>),
     /// Print the paper's tables and write figures for one or more run directories.
     Report(report_cmd::ReportArgs),

@@ -204,9 +204,10 @@ pub struct ChatArgs {
     /// Path of the embedded chat model's GGUF file (skips pulling).
     #[arg(long)]
     pub(crate) model_path: Option<PathBuf>,
-    /// KV caches of the embedded model (1 to 8): the agent and the user simulator take turns
-    /// on one model, and with a cache each neither re-reads its whole conversation after the
-    /// other spoke. Each costs one context's memory.
+    /// KV caches of the embedded main model (1 to 8): one per conversation that takes turns on
+    /// it (an interact run's agent and user simulator), so that neither re-reads its whole
+    /// conversation after the other spoke; commands with one conversation can set 1. Each
+    /// costs one context's memory; a `--simulator-model` or `--repair-model` gets one.
     #[arg(long, default_value_t = 2)]
     pub(crate) cache_slots: usize,
 }

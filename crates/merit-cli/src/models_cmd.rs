@@ -13,7 +13,8 @@ use std::path::PathBuf;
 /// Options shared by the `models` subcommands.
 #[derive(Debug, Args)]
 pub struct CacheArgs {
-    /// Model cache folder (default: $MERIT_HOME/models, else ~/.cache/merit/models).
+    /// Model cache folder (default: $MERIT_HOME/models, else $XDG_CACHE_HOME/merit/models, else
+    /// ~/.cache/merit/models).
     #[arg(long)]
     cache_dir: Option<PathBuf>,
 }

@@ -17,7 +17,7 @@ pub fn run(args: RunArgs) -> Result<PathBuf> {
 /// Arguments of `merit demo`.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Run directory (resumed when it already holds this demo).
+    /// Run directory (resumed when it already holds a run).
     #[arg(long, default_value = "merit-demo")]
     out: PathBuf,
     /// Questions in the slice.

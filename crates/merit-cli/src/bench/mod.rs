@@ -28,6 +28,8 @@ pub enum BenchCommand {
     /// The embedded chat model and embedder: tokens/s, prefix reuse, sentences/s.
     Models(Box<crate::bench::models::ModelsBenchArgs>),
     /// Harness overhead per repair step: a finished run replayed from the reply cache.
+    /// `--out` and `--resume` are ignored (the replay goes to a scratch folder), and with
+    /// `--scripted` so is `--cache`.
     Repair(Box<crate::bench::repair::RepairBenchArgs>),
     /// `merit serve` under concurrent load: latency percentiles and throughput over HTTP
     /// against the library called directly, and no memory lost or duplicated.

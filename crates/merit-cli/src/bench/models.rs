@@ -73,11 +73,12 @@ pub struct ModelsBenchArgs {
     /// CPU threads of the chat model (default: every core).
     #[arg(long)]
     threads: Option<usize>,
-    /// Skip the 7-step episode.
+    /// Skip the 7-step episode, the two-conversation measurement and `--lookup-sweep`.
     #[arg(long)]
     no_episode: bool,
     /// Also run the episode (with prefix reuse) under each of these prompt-lookup settings,
-    /// written `MAX_NGRAM:MIN_NGRAM:MAX_DRAFT` (e.g. `3:1:10,4:2:16`), to tune them.
+    /// written `MAX_NGRAM:MIN_NGRAM:MAX_DRAFT` (e.g. `3:1:10,4:2:16`), to tune them (not with
+    /// `--no-episode` or `--streams`).
     #[arg(long, value_delimiter = ',')]
     lookup_sweep: Vec<String>,
     /// llama.cpp's own `llama-batched-bench` (built by `scripts/setup-test-server.sh`): when
@@ -93,7 +94,8 @@ pub struct ModelsBenchArgs {
     /// `1,2,4,8`: aggregate prompt and generation speed and latency at each number, against
     /// one call at a time; with `--llama-server`, against llama.cpp's server with as many
     /// slots; with `--llama-bench`, llama.cpp's batched benchmark at the same numbers.
-    /// Replaces the other chat measurements.
+    /// Runs after the initial-prompt measurements and replaces the episode, lookup-sweep and
+    /// two-conversation measurements.
     #[arg(long, value_delimiter = ',')]
     streams: Vec<usize>,
     /// Most tokens generated per call in the `--streams` measurement.

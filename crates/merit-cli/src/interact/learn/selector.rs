@@ -96,7 +96,8 @@ pub struct TrainSelectorArgs {
     #[arg(long, default_value_t = 0.0)]
     none_reward: f64,
     /// Output folder: `<level>.safetensors` (+ `.json`), `<level>-curve.jsonl`,
-    /// `<level>-curve.svg`.
+    /// `<level>-curve.svg`, `<level>-decisions.json`, and with `--holdout-tasks`
+    /// `<level>-holdout.json`.
     #[arg(long)]
     out: PathBuf,
     /// PPO updates.

@@ -32,7 +32,7 @@ pub struct InteractRunArgs {
     pub(super) every: u16,
     /// Run the tasks on PostgreSQL instead of SQLite: each database's SQLite file is loaded
     /// into a template database on this server (once), and every episode works on a private
-    /// clone (`postgres://user@host:port/db`; the role needs CREATEDB).
+    /// clone (`postgres://user@host:port/db`; a role with CREATEDB that is not a superuser).
     #[arg(long)]
     pub(super) pg_url: Option<String>,
     /// Run directory (created, or continued when it holds a log).
