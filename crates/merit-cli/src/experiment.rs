@@ -32,9 +32,9 @@ use std::sync::{Arc, Mutex};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DatasetArg {
-    /// Spider dev (`dev.json`, `tables.json`).
+    /// Spider (`dev.json` or `train.json`, with `tables.json`).
     Spider,
-    /// BIRD dev (`dev.json`, `dev_tables.json`).
+    /// BIRD (`dev.json` with `dev_tables.json`, or `train.json` with `train_tables.json`).
     Bird,
 }
 
@@ -81,8 +81,8 @@ pub struct RunArgs {
     /// Benchmark family.
     #[arg(long, value_enum, default_value = "spider")]
     pub dataset: DatasetArg,
-    /// Folder with the benchmark files (Spider: dev.json, tables.json; BIRD: dev.json,
-    /// dev_tables.json).
+    /// Folder with the benchmark files (Spider: dev.json or train.json, and tables.json; BIRD:
+    /// dev.json and dev_tables.json, or train.json and train_tables.json).
     #[arg(long)]
     pub data: PathBuf,
     /// Folder with `<db_id>/<db_id>.sqlite`.
@@ -95,7 +95,7 @@ pub struct RunArgs {
     /// copy with the gold rows from SQLite (Spider only; no --hints or --grammar).
     #[arg(long)]
     pub pg_url: Option<String>,
-    /// Question split: dev (`dev.json`) or train (`train.json`, Spider: for calibration).
+    /// Question split: dev (`dev.json`) or train (`train.json`, where calibration belongs).
     #[arg(long, value_enum, default_value = "dev")]
     pub split: SplitArg,
     /// Methods, comma-separated: iterative, reflexion, dynamic-rag, merit, merit-type-rel,

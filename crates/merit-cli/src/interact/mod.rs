@@ -61,6 +61,8 @@ pub enum InteractCommand {
     /// have passed had the agent submitted them (answers found and not submitted).
     Missed(InteractMissedArgs),
     /// Generate tasks SQL first from Spider gold SQL (resumable; appends to OUT/tasks.jsonl).
+    /// The model options choose the writing model: the embedded 1.5B writes usable drafts, the
+    /// 0.5B default rarely (`--model qwen2.5-coder-1.5b-instruct`).
     Gen(InteractGenArgs),
     /// Prepare a user's own SQLite database for interact tasks: writes its metafiles (schema
     /// with sample rows, empty column meanings and knowledge base) and copies the file, into
