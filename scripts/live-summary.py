@@ -10,7 +10,10 @@ questions and the exact two-sided sign test over the questions where the two arm
     scripts/live-summary.py [ARMS_DIR]    # default docs/results/live/dev/arms
 
 Reads ARMS_DIR/<arm>/answers.jsonl(.gz) and live.jsonl(.gz); an arm still running is read as
-far as it has gone, and compared with `none` on the questions both have answered.
+far as it has gone, and compared with `none` on the questions both have answered. The report's
+own accuracy intervals come from merit_lab::stats; this small Python bootstrap exists only so
+that the executing comparison, which the report does not make, can be recomputed without a
+build (its accuracy rows agree with the report's to the rounding of the resampling).
 """
 import gzip
 import json
@@ -48,6 +51,8 @@ def paired(base, arm, field):
     positions = sorted(set(base) & set(arm))
     diffs = [int(arm[p][field]) - int(base[p][field]) for p in positions]
     n = len(diffs)
+    if n == 0:
+        return 0.0, 0.0, 0.0, 0, 0, 1.0, 0
     rng = random.Random(0)
     means = sorted(
         sum(diffs[rng.randrange(n)] for _ in range(n)) / n * 100 for _ in range(RESAMPLES)
