@@ -13,7 +13,7 @@ Reads ARMS_DIR/<arm>/answers.jsonl(.gz) and live.jsonl(.gz); an arm still runnin
 far as it has gone, and compared with `none` on the questions both have answered. The report's
 own accuracy intervals come from merit_lab::stats; this small Python bootstrap exists only so
 that the executing comparison, which the report does not make, can be recomputed without a
-build (its accuracy rows agree with the report's to the rounding of the resampling).
+build (its accuracy intervals may differ slightly from the report's, which resamples differently).
 """
 import gzip
 import json
