@@ -24,6 +24,16 @@ impl From<StatusArg> for Status {
     }
 }
 
+/// The status of a failure described on the command line: `--status` when given, else an
+/// execution error when there is DBMS text (`--error`), else a result mismatch.
+pub fn failure_status(status: Option<StatusArg>, error: Option<&str>) -> Status {
+    match (status, error) {
+        (Some(status), _) => status.into(),
+        (None, Some(_)) => Status::ExecutionError,
+        (None, None) => Status::DenotationMismatch,
+    }
+}
+
 /// Parses a sampling temperature, refusing what no backend samples sensibly: a value that is
 /// not a finite number from 0 (greedy) to 2.
 pub fn sampling_temperature(text: &str) -> Result<f32, String> {
@@ -38,7 +48,21 @@ pub fn sampling_temperature(text: &str) -> Result<f32, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::sampling_temperature;
+    use super::{failure_status, sampling_temperature, StatusArg};
+    use merit_core::Status;
+
+    #[test]
+    fn a_failure_without_status_is_an_execution_error_only_with_dbms_text() {
+        assert_eq!(
+            failure_status(Some(StatusArg::Timeout), Some("x")),
+            Status::Timeout
+        );
+        assert_eq!(
+            failure_status(None, Some("no such column")),
+            Status::ExecutionError
+        );
+        assert_eq!(failure_status(None, None), Status::DenotationMismatch);
+    }
 
     #[test]
     fn sampling_temperatures_outside_zero_to_two_are_refused() {

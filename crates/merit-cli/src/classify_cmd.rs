@@ -4,7 +4,6 @@
 use crate::args::StatusArg;
 use anyhow::{bail, Result};
 use clap::Args;
-use merit_core::Status;
 use merit_memory::classify::{classify, rule_table_markdown};
 use serde_json::{json, Value as Json};
 use std::collections::BTreeMap;
@@ -55,14 +54,7 @@ pub fn run(args: ClassifyArgs) -> Result<()> {
     if args.error.is_none() && args.status.is_none() {
         bail!("give --error TEXT (and optionally --status), --rules, or --validate --pairs FILE --db-dir DIR");
     }
-    let status = args
-        .status
-        .map(Status::from)
-        .unwrap_or(if args.error.is_some() {
-            Status::ExecutionError
-        } else {
-            Status::DenotationMismatch
-        });
+    let status = crate::args::failure_status(args.status, args.error.as_deref());
     match classify(status, args.error.as_deref()) {
         Some(label) => say!("{} (rule {})", label.failure_type, label.rule),
         None => say!("correct: not a failure"),

@@ -3,7 +3,6 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
-use merit_core::Status;
 use merit_memory::classify::classify;
 use merit_memory::text::{entry_bm25_text, entry_dense_text};
 use merit_memory::{
@@ -259,14 +258,7 @@ fn explain(args: ExplainArgs) -> Result<()> {
     if args.dimension == 0 {
         bail!("--dimension must be at least 1");
     }
-    let status = args
-        .status
-        .map(Status::from)
-        .unwrap_or(if args.error.is_some() {
-            Status::ExecutionError
-        } else {
-            Status::DenotationMismatch
-        });
+    let status = crate::args::failure_status(args.status, args.error.as_deref());
     let failure_type = match &args.failure_type {
         Some(text) => parse_type(text)?,
         None => match classify(status, args.error.as_deref()) {

@@ -135,11 +135,22 @@ pub fn write_request(
     schema: &DatabaseSchema,
     config: &RequestConfig,
 ) -> Result<RequestOutcome, ModelError> {
+    ask_draft(model, request_messages(target, schema), config, "request")
+}
+
+/// Asks `model` for a draft in reply to `messages`, retrying once with the parse error; `step`
+/// names the prompt in the reply cache's version keys (`step` and `step-retry`).
+pub(crate) fn ask_draft(
+    model: &dyn ChatModel,
+    messages: Vec<ChatMessage>,
+    config: &RequestConfig,
+    step: &str,
+) -> Result<RequestOutcome, ModelError> {
     let call = JsonCall {
-        messages: request_messages(target, schema),
+        messages,
         max_tokens: config.max_tokens,
-        version: gen_version("request"),
-        retry_version: gen_version("request-retry"),
+        version: gen_version(step),
+        retry_version: gen_version(&format!("{step}-retry")),
         retry_template: GEN_RETRY,
         grammar: None,
     };

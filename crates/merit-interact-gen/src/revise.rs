@@ -6,14 +6,11 @@
 //! into records; the revised draft goes through the same verification as any other.
 
 use super::perturb::Target;
-use super::request::{
-    gen_version, parse_draft, request_messages, Draft, RequestConfig, RequestOutcome, GEN_RETRY,
-};
+use super::request::{ask_draft, request_messages, Draft, RequestConfig, RequestOutcome};
 use super::verify::{find_leaks, RejectReason, MAX_AMBIGUITIES, MIN_AMBIGUITIES};
 use merit_core::model::{ChatMessage, ChatModel, ModelError};
 use merit_core::template::fill;
 use merit_data::DatabaseSchema;
-use merit_interact_env::json::{ask_json, JsonCall};
 
 /// The revision request's message after the draft.
 pub const GEN_REVISE: &str = include_str!("../prompts/gen_revise.txt");
@@ -126,19 +123,5 @@ pub fn revise_request(
             &describe_problems(draft, &target.sql, schema, reasons),
         )],
     )));
-    let call = JsonCall {
-        messages,
-        max_tokens: config.max_tokens,
-        version: gen_version("revise"),
-        retry_version: gen_version("revise-retry"),
-        retry_template: GEN_RETRY,
-        grammar: None,
-    };
-    let reply = ask_json(model, call, parse_draft)?;
-    Ok(RequestOutcome {
-        draft: reply.value,
-        calls: reply.calls,
-        prompt_tokens: reply.prompt_tokens,
-        completion_tokens: reply.completion_tokens,
-    })
+    ask_draft(model, messages, config, "revise")
 }

@@ -48,3 +48,37 @@ fn the_classifier_is_validated_on_failing_pairs_of_real_databases() {
     assert_eq!(labelled[0]["classifier"], "schema_linking");
     assert_eq!(labelled[1]["status"], "denotation_mismatch");
 }
+
+#[test]
+fn one_failure_is_typed_from_its_dbms_text_or_its_status() {
+    let classify = |args: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_merit"))
+            .arg("classify")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{args:?}: {output:?}");
+        String::from_utf8_lossy(&output.stdout).trim().to_string()
+    };
+    // DBMS text without a status: an execution error, typed by its text.
+    assert_eq!(
+        classify(&["--error", "no such column: singers.nam"]),
+        "Schema Linking (rule sqlite-no-such-column)"
+    );
+    // A status without text: typed by the status alone.
+    assert_eq!(
+        classify(&["--status", "denotation-mismatch"]),
+        "Result Mismatch (rule status-denotation-mismatch)"
+    );
+    assert_eq!(
+        classify(&["--status", "timeout"]),
+        "Execution (rule status-timeout)"
+    );
+    // Neither: a clear error, not a guess.
+    let output = Command::new(env!("CARGO_BIN_EXE_merit"))
+        .arg("classify")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("give --error TEXT"));
+}
