@@ -5,7 +5,12 @@
 the no-memory arm, feedback given and wrong). This adds, from each arm's answers and live
 journal: how many answers executed at all, how many memories the automatic rule retired, and
 the paired comparison with `none` on accuracy and on executing (a seeded bootstrap over the
-questions and the exact two-sided sign test over the questions where the two arms differ).
+questions and the exact two-sided sign test over the questions where the two arms differ);
+then a second table, the copying of precedents: of the revisions shown at least one memory,
+how many are near-copies of a query of a shown memory's source episode (the test of
+scripts/precedent-copies.py: difflib ratio at least 0.9 on lower-cased, whitespace-collapsed
+SQL), and, as the baseline, how often the no-memory arm's revision at the same step of the
+same question is as close to the same memories' queries.
 
     scripts/live-summary.py [ARMS_DIR]    # default docs/results/live/dev/arms
 
@@ -16,11 +21,18 @@ that the executing comparison, which the report does not make, can be recomputed
 build (its accuracy intervals may differ slightly from the report's, which resamples differently).
 """
 import gzip
+import importlib.util
 import json
 import random
 import sys
 from math import comb
 from pathlib import Path
+
+# The one definition of "a copy of a precedent's query", shared with the repair runs' script.
+_spec = importlib.util.spec_from_file_location(
+    "precedent_copies", Path(__file__).with_name("precedent-copies.py"))
+precedent_copies = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(precedent_copies)
 
 RESAMPLES = 10_000
 
@@ -62,6 +74,42 @@ def paired(base, arm, field):
     return sum(diffs) / n * 100, low, high, won, lost, sign_test(won, lost), n
 
 
+def episodes_by_question(journal):
+    """question text and database -> the `asked` record (attempts, memories used)."""
+    return {(e["database"], e["question"]): e for e in journal if e.get("event") == "asked"}
+
+
+def copying(journal, base_journal):
+    """(revisions shown memory, copies, baseline revisions, baseline copies) of one arm."""
+    asked = {e["episode"]: e for e in journal if e.get("event") == "asked"}
+    source = {e["memory"]: asked[e["episode"]] for e in journal
+              if e.get("event") == "finalized" and e.get("memory") is not None
+              and e["episode"] in asked}
+    base = episodes_by_question(base_journal)
+    shown = copies = base_shown = base_copies = 0
+    for episode in asked.values():
+        for attempt in episode["attempts"]:
+            step = attempt["step"]
+            sources = [source[u["id"]] for u in episode.get("used", [])
+                       if u.get("step") == step and u["id"] in source]
+            if step == 0 or not sources:
+                continue
+            queries = [a["sql"] for s in sources for a in s["attempts"]]
+            shown += 1
+            copies += max(precedent_copies.similarity(attempt["sql"], q)
+                          for q in queries) >= precedent_copies.THRESHOLD
+            other = base.get((episode["database"], episode["question"]), {}).get("attempts", [])
+            if step < len(other):
+                base_shown += 1
+                base_copies += max(precedent_copies.similarity(other[step]["sql"], q)
+                                   for q in queries) >= precedent_copies.THRESHOLD
+    return shown, copies, base_shown, base_copies
+
+
+def share(part, whole):
+    return f"{part}/{whole} ({100 * part / whole:.1f}%)" if whole else "n/a"
+
+
 def main():
     root = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/results/live/dev/arms")
     arms = {}
@@ -70,14 +118,14 @@ def main():
         journal = read_jsonl(folder, "live")
         retired = sum(1 for e in journal if e.get("event") == "retired")
         restored = sum(1 for e in journal if e.get("event") == "restored")
-        arms[folder.name] = (answers, retired, restored)
+        arms[folder.name] = (answers, retired, restored, journal)
     if "none" not in arms:
         sys.exit(f"no `none` arm under {root}")
     base = arms["none"][0]
     print("| arm | answers | correct | executed | memories retired (restored) "
           "| accuracy vs none: pp [95%], won/lost, p | executed vs none: pp [95%], won/lost, p |")
     print("|---|---:|---:|---:|---:|---|---|")
-    for name, (answers, retired, restored) in arms.items():
+    for name, (answers, retired, restored, _) in arms.items():
         correct = sum(r["correct"] for r in answers.values())
         executed = sum(r["executed"] for r in answers.values())
         cells = []
@@ -89,6 +137,16 @@ def main():
             cells.append(f"{d:+.1f} [{low:+.1f}, {high:+.1f}], {won}/{lost}, p = {p:.2f} (n = {n})")
         print(f"| {name} | {len(answers)} | {correct} | {executed} | {retired} ({restored}) "
               f"| {cells[0]} | {cells[1]} |")
+    print()
+    print("| arm | revisions shown memory | near-copies of a shown memory's query "
+          "| no memory, same steps and memories |")
+    print("|---|---:|---:|---:|")
+    base_journal = arms["none"][3]
+    for name, (_, _, _, journal) in arms.items():
+        if name == "none":
+            continue
+        shown, copies, base_shown, base_copies = copying(journal, base_journal)
+        print(f"| {name} | {shown} | {share(copies, shown)} | {share(base_copies, base_shown)} |")
 
 
 if __name__ == "__main__":
