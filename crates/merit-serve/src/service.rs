@@ -117,6 +117,34 @@ fn system_clock() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// The live-mode settings a configuration asks for.
+fn live_config(config: &ServeConfig) -> LiveConfig {
+    LiveConfig {
+        k: config.k,
+        finalize_after_ms: config.finalize_after_secs.saturating_mul(1000),
+        limits: ExecLimits {
+            timeout: Duration::from_secs(config.query_timeout_secs),
+            max_rows: Some(config.max_rows),
+        },
+        // The repair configuration chosen on the Spider train calibration slice
+        // (docs/results/repair/calibration): repeat guard, fresh layout, and the database
+        // aids the configuration keeps on.
+        aids: RepairAids {
+            repeat_guard: true,
+            layout: RepairLayout::Fresh,
+            hints: HintKinds {
+                schema: config.hints,
+                values: config.hints,
+            },
+            grammar: config.grammar,
+            grammar_aliases: AliasRule::free_when(config.free_aliases),
+            precedents: config.precedents,
+        },
+        negative_memory: config.negative_memory,
+        ..LiveConfig::default()
+    }
+}
+
 impl Service {
     /// Opens every configured database (read-only), reads its schema, and opens the live
     /// memory of every (tenant, database) pair a key allows, which finalizes feedback that was
@@ -165,30 +193,7 @@ impl Service {
                 },
             );
         }
-        let live = LiveConfig {
-            k: config.k,
-            finalize_after_ms: config.finalize_after_secs.saturating_mul(1000),
-            limits: ExecLimits {
-                timeout: Duration::from_secs(config.query_timeout_secs),
-                max_rows: Some(config.max_rows),
-            },
-            // The repair configuration chosen on the Spider train calibration slice
-            // (docs/results/repair/calibration): repeat guard, fresh layout, and the database
-            // aids the configuration keeps on.
-            aids: RepairAids {
-                repeat_guard: true,
-                layout: RepairLayout::Fresh,
-                hints: HintKinds {
-                    schema: config.hints,
-                    values: config.hints,
-                },
-                grammar: config.grammar,
-                grammar_aliases: AliasRule::free_when(config.free_aliases),
-                ..RepairAids::default()
-            },
-            negative_memory: config.negative_memory,
-            ..LiveConfig::default()
-        };
+        let live = live_config(&config);
         let hints = DatabaseHints::for_files(
             config
                 .databases
@@ -457,5 +462,28 @@ impl Service {
     /// The configuration the service runs with.
     pub fn config(&self) -> &ServeConfig {
         &self.config
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use merit_repair::repair::PrecedentView;
+
+    #[test]
+    fn the_configuration_reaches_the_live_repair_settings() {
+        let defaults = live_config(&ServeConfig::parse("").unwrap());
+        assert_eq!(defaults.aids.precedents, PrecedentView::Full);
+        assert!(defaults.negative_memory && defaults.aids.repeat_guard);
+        let chosen = live_config(
+            &ServeConfig::parse(
+                "precedents = \"change\"\nnegative_memory = false\nk = 3\nhints = false\n",
+            )
+            .unwrap(),
+        );
+        assert_eq!(chosen.aids.precedents, PrecedentView::Change);
+        assert!(!chosen.negative_memory);
+        assert_eq!(chosen.k, 3);
+        assert!(!chosen.aids.hints.schema && !chosen.aids.hints.values);
     }
 }
