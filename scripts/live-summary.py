@@ -5,7 +5,8 @@
 the no-memory arm, feedback given and wrong). This adds, from each arm's answers and live
 journal: how many answers executed at all, how many memories the automatic rule retired, and
 the paired comparison with `none` on accuracy and on executing (a seeded bootstrap over the
-questions and the exact two-sided sign test over the questions where the two arms differ);
+questions and the exact two-sided sign test over the questions where the two arms differ;
+the accuracy p-values also adjusted for the family of memory arms, by Holm's method);
 then a second table, the copying of precedents: of the revisions shown at least one memory,
 how many are near-copies of a query of a shown memory's source episode (the test of
 scripts/precedent-copies.py: difflib ratio at least 0.9 on lower-cased, whitespace-collapsed
@@ -106,6 +107,16 @@ def copying(journal, base_journal):
     return shown, copies, base_shown, base_copies
 
 
+def holm(p_values):
+    """Holm's step-down adjustment of the p-values of a family of comparisons."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    adjusted, running = [0.0] * len(p_values), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
 def share(part, whole):
     return f"{part}/{whole} ({100 * part / whole:.1f}%)" if whole else "n/a"
 
@@ -122,21 +133,28 @@ def main():
     if "none" not in arms:
         sys.exit(f"no `none` arm under {root}")
     base = arms["none"][0]
+    compared = [name for name, arm in arms.items() if name != "none" and arm[0]]
+    # Every memory arm is compared with the same baseline: the accuracy p-values are also
+    # given adjusted for that family (Holm), over the arms read here.
+    adjusted = dict(zip(compared, holm([paired(base, arms[name][0], "correct")[5]
+                                        for name in compared])))
     print("| arm | answers | correct | executed | memories retired (restored) "
-          "| accuracy vs none: pp [95%], won/lost, p | executed vs none: pp [95%], won/lost, p |")
-    print("|---|---:|---:|---:|---:|---|---|")
+          "| accuracy vs none: pp [95%], won/lost, p | accuracy p, Holm over "
+          f"{len(compared)} arms | executed vs none: pp [95%], won/lost, p |")
+    print("|---|---:|---:|---:|---:|---|---:|---|")
     for name, (answers, retired, restored, _) in arms.items():
         correct = sum(r["correct"] for r in answers.values())
         executed = sum(r["executed"] for r in answers.values())
         cells = []
         for field in ("correct", "executed"):
-            if name == "none" or not answers:
+            if name not in compared:
                 cells.append("–")
                 continue
             d, low, high, won, lost, p, n = paired(base, answers, field)
             cells.append(f"{d:+.1f} [{low:+.1f}, {high:+.1f}], {won}/{lost}, p = {p:.2f} (n = {n})")
+        holm_cell = f"{adjusted[name]:.2f}" if name in adjusted else "–"
         print(f"| {name} | {len(answers)} | {correct} | {executed} | {retired} ({restored}) "
-              f"| {cells[0]} | {cells[1]} |")
+              f"| {cells[0]} | {holm_cell} | {cells[1]} |")
     print()
     print("| arm | revisions shown memory | near-copies of a shown memory's query "
           "| no memory, same steps and memories |")
