@@ -13,7 +13,7 @@ use crate::backend::{InteractBackend, Rows, SqliteBackend};
 use crate::budget::{action_cost, total_budget, Budget, Coins, DEFAULT_PATIENCE};
 use crate::error::InteractError;
 use crate::harness::PythonHarness;
-use crate::judge::{judge_submission, FailReason, JudgeInput, Verdict};
+use crate::judge::{judge_submission, Cell, FailReason, JudgeInput, Verdict};
 use crate::meta::DatabaseMeta;
 use crate::simulator::{Phase, SimulatorContext, UserSimulator, UserVerdict};
 use crate::task::{AmbiguityMap, Category, PublicTask, Task};
@@ -733,7 +733,8 @@ fn pretty(value: &serde_json::Value) -> String {
 /// The `execute` observation (mini's table format): one ` | `-joined line per row, no header;
 /// a lone value for a 1×1 result; fixed messages for no rows and for statements without a
 /// result; the engine's text for errors; then cut to [`EXECUTE_WORD_LIMIT`] words. Unlike A
-/// (which re-joins words with single spaces), the kept text keeps its line breaks.
+/// (which re-joins words with single spaces), the kept text keeps its line breaks. Values
+/// print as Python's `str()` except blank text (see [`observed_cell`]).
 pub fn render_execute(result: Result<Rows, ExecError>) -> String {
     let text = match result {
         Err(ExecError::Timeout(limit)) => {
@@ -744,14 +745,16 @@ pub fn render_execute(result: Result<Rows, ExecError>) -> String {
             "The statement ran successfully; it returns no rows.".to_string()
         }
         Ok(rows) if rows.rows.is_empty() => "The query returned no rows.".to_string(),
-        Ok(rows) if rows.rows.len() == 1 && rows.rows[0].len() == 1 => rows.rows[0][0].display(),
+        Ok(rows) if rows.rows.len() == 1 && rows.rows[0].len() == 1 => {
+            observed_cell(&rows.rows[0][0])
+        }
         Ok(rows) => {
             let mut lines: Vec<String> = rows
                 .rows
                 .iter()
                 .map(|row| {
                     row.iter()
-                        .map(|c| c.display())
+                        .map(observed_cell)
                         .collect::<Vec<_>>()
                         .join(" | ")
                 })
@@ -765,6 +768,18 @@ pub fn render_execute(result: Result<Rows, ExecError>) -> String {
         }
     };
     cut_words(&text, EXECUTE_WORD_LIMIT)
+}
+
+/// A value as `execute` shows it: Python's `str()`, except text that is empty or only
+/// whitespace, which is quoted (`''`, `' '`, `'\n'`). Mini prints nothing for it, so a column
+/// of empty strings became a run of blank lines (thousands, uncounted by the word limit) that
+/// the agent could not tell from no output at all; in a logged training episode the 1.5B agent
+/// then invented the rows it could not see.
+fn observed_cell(cell: &Cell) -> String {
+    match cell {
+        Cell::Text(text) if text.trim().is_empty() => format!("'{}'", text.escape_debug()),
+        _ => cell.display(),
+    }
 }
 
 /// Keeps the text up to the end of its `limit`-th whitespace-separated word, then `...`.
@@ -794,7 +809,6 @@ pub fn cut_words(text: &str, limit: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::judge::Cell;
 
     #[test]
     fn words_are_cut_after_the_limit() {
@@ -822,6 +836,24 @@ mod tests {
             "1 | x\nNone | 0.5"
         );
         assert_eq!(render_execute(rows(vec![])), "The query returned no rows.");
+        // Blank text is quoted: a column of empty strings is not a run of blank lines.
+        assert_eq!(
+            render_execute(rows(vec![
+                vec![Cell::Text(String::new())],
+                vec![Cell::Text(" ".into())],
+                vec![Cell::Text("\n".into())],
+                vec![Cell::Text("rain".into())]
+            ])),
+            "''\n' '\n'\\n'\nrain"
+        );
+        assert_eq!(
+            render_execute(rows(vec![vec![Cell::Text(String::new())]])),
+            "''"
+        );
+        assert_eq!(
+            render_execute(rows(vec![vec![Cell::Text(String::new()), Cell::Int(3)]])),
+            "'' | 3"
+        );
         assert!(render_execute(Err(ExecError::Sql {
             message: "no such table: t".into()
         }))
