@@ -734,7 +734,7 @@ fn pretty(value: &serde_json::Value) -> String {
 /// a lone value for a 1×1 result; fixed messages for no rows and for statements without a
 /// result; the engine's text for errors; then cut to [`EXECUTE_WORD_LIMIT`] words. Unlike A
 /// (which re-joins words with single spaces), the kept text keeps its line breaks. Values
-/// print as Python's `str()` except blank text (see [`observed_cell`]).
+/// print as Python's `str()` except blank text, which is quoted (`observed_cell`).
 pub fn render_execute(result: Result<Rows, ExecError>) -> String {
     let text = match result {
         Err(ExecError::Timeout(limit)) => {
