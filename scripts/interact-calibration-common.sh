@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the interact calibration scripts (scripts/interact-*-calibration.sh): the main
 # experiment's agent settings on the training split (scripts/interact-experiments.sh), and how a
 # calibration keeps its evidence and writes its report. Needs MERIT and RESULTS set.

@@ -73,7 +73,7 @@ methods() {
 mkdir -p "$RUNS" "$RESULTS"
 for config in $CONFIGS; do
   dir="$RUNS/$config"
-  # shellcheck disable=SC2046
+  # shellcheck disable=SC2046,SC2207 # options are split into flags on purpose
   common=(--dataset spider --split train --data "$SPIDER" --db-dir "$SPIDER/database"
     --methods "$(methods "$config")" --seeds 0 --k "$K" --limit "$LIMIT" $(options "$config")
     ${DATABASES:+--databases "$DATABASES"})
