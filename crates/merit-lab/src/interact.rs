@@ -480,12 +480,18 @@ pub fn compare(
 /// The comparisons as a Markdown table with a note on the method.
 pub fn render_comparisons(comparisons: &[PairedComparison]) -> String {
     let mut out = String::from(
-        "| run | vs baseline | common tasks | Δ phase 1 (pp) [95% CI] | phase 1 won / lost | sign test p | Δ phase 2 (pp) [95% CI] | phase 2 won / lost | sign test p |\n\
-         |---|---|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| run | vs baseline | common tasks | Δ phase 1 (pp) [95% CI] | phase 1 won / lost | sign test p | p, Holm | Δ phase 2 (pp) [95% CI] | phase 2 won / lost | sign test p |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
-    for c in comparisons {
+    let holm = crate::stats::holm_adjusted(
+        &comparisons
+            .iter()
+            .map(|c| c.phase1.sign_test_p)
+            .collect::<Vec<_>>(),
+    );
+    for (c, holm_p) in comparisons.iter().zip(holm) {
         out.push_str(&format!(
-            "| {} | {} | {} | {:+.1} [{:+.1}, {:+.1}] | {} / {} | {} | {:+.1} [{:+.1}, {:+.1}] | {} / {} | {} |\n",
+            "| {} | {} | {} | {:+.1} [{:+.1}, {:+.1}] | {} / {} | {} | {} | {:+.1} [{:+.1}, {:+.1}] | {} / {} | {} |\n",
             c.run,
             c.baseline,
             c.common_tasks,
@@ -495,6 +501,7 @@ pub fn render_comparisons(comparisons: &[PairedComparison]) -> String {
             c.phase1.a_better,
             c.phase1.b_better,
             crate::report::format_p(c.phase1.sign_test_p),
+            crate::report::format_p(holm_p),
             c.phase2.delta_pp,
             c.phase2.ci_low_pp,
             c.phase2.ci_high_pp,
@@ -506,7 +513,9 @@ pub fn render_comparisons(comparisons: &[PairedComparison]) -> String {
     out.push_str(
         "\nTasks resampled with replacement; won / lost counts the tasks this run passed and the \
          baseline failed, and the reverse; the exact two-sided sign test leaves ties out. Phase 2 \
-         is counted over every common task: one without a follow-up fails it in both runs (a tie).\n",
+         is counted over every common task: one without a follow-up fails it in both runs (a tie). \
+         \"p, Holm\" is the phase-1 p adjusted by Holm's method over the runs of this table, \
+         all compared with one baseline.\n",
     );
     out
 }
@@ -664,6 +673,38 @@ pub fn render_repeated_tries(tries: &RepeatedTries) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_comparison_table_adjusts_phase_one_p_values_over_its_runs() {
+        let difference = |p: f64| crate::stats::PairedDifference {
+            delta_pp: -5.0,
+            ci_low_pp: -10.0,
+            ci_high_pp: 0.0,
+            resamples: 100,
+            a_better: 1,
+            b_better: 4,
+            sign_test_p: p,
+        };
+        let comparison = |run: &str, p: f64| PairedComparison {
+            run: run.into(),
+            baseline: "none".into(),
+            common_tasks: 60,
+            phase1: difference(p),
+            phase2: difference(1.0),
+        };
+        let table = render_comparisons(&[comparison("cosine", 0.03), comparison("learned", 0.4)]);
+        let cells = |run: &str| -> Vec<String> {
+            let row = table
+                .lines()
+                .find(|l| l.starts_with(&format!("| {run} |")))
+                .unwrap();
+            row.split('|').map(|c| c.trim().to_string()).collect()
+        };
+        // Columns: run, baseline, tasks, Δ, won/lost, p, p Holm, ...
+        assert_eq!(cells("cosine")[6..8], ["0.030", "0.060"], "{table}");
+        assert_eq!(cells("learned")[6..8], ["0.400", "0.400"], "{table}");
+        assert!(table.contains("| p, Holm |"), "{table}");
+    }
 
     #[test]
     fn a_folder_without_a_log_and_no_runs_are_clear_errors() {

@@ -197,9 +197,41 @@ pub fn pass_at_k_curve(passed: &[Vec<bool>]) -> Option<Vec<f64>> {
     )
 }
 
+/// Holm's step-down adjustment of a family of p-values (several arms tested against one
+/// baseline): the i-th smallest is multiplied by `m − i + 1`, made no smaller than the one
+/// before it, and capped at 1. An adjusted p below α rejects with the family-wise error rate
+/// held at α. Returned in the input's order; ties keep their input order (a stable sort), so
+/// the result does not depend on how equal p-values are ranked.
+pub fn holm_adjusted(p_values: &[f64]) -> Vec<f64> {
+    let m = p_values.len();
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|&a, &b| p_values[a].total_cmp(&p_values[b]));
+    let mut adjusted = vec![0.0; m];
+    let mut running = 0.0f64;
+    for (rank, &index) in order.iter().enumerate() {
+        running = running.max(((m - rank) as f64 * p_values[index]).min(1.0));
+        adjusted[index] = running;
+    }
+    adjusted
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn holm_multiplies_by_the_remaining_count_and_keeps_the_order() {
+        let close = |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-12);
+        // 0.01 × 3, then 0.03 × 2 = 0.06, then 0.04 × 1 raised to the 0.06 before it.
+        assert!(close(
+            &holm_adjusted(&[0.01, 0.04, 0.03]),
+            &[0.03, 0.06, 0.06]
+        ));
+        assert!(close(&holm_adjusted(&[0.03, 0.40]), &[0.06, 0.40]));
+        assert!(close(&holm_adjusted(&[0.5, 0.9]), &[1.0, 1.0]));
+        assert!(close(&holm_adjusted(&[0.2]), &[0.2]));
+        assert!(holm_adjusted(&[]).is_empty());
+    }
 
     #[test]
     fn the_sign_test_matches_binomial_tables() {
