@@ -108,7 +108,8 @@ def copying(journal, base_journal):
 
 
 def holm(p_values):
-    """Holm's step-down adjustment of the p-values of a family of comparisons."""
+    """Holm's step-down adjustment of the p-values of a family of comparisons (the same rule
+    as merit_lab::stats::holm_adjusted, which the interact report uses)."""
     order = sorted(range(len(p_values)), key=lambda i: p_values[i])
     adjusted, running = [0.0] * len(p_values), 0.0
     for rank, i in enumerate(order):
