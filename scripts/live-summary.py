@@ -11,7 +11,9 @@ then a second table, the copying of precedents: of the revisions shown at least 
 how many are near-copies of a query of a shown memory's source episode (the test of
 scripts/precedent-copies.py: difflib ratio at least 0.9 on lower-cased, whitespace-collapsed
 SQL), and, as the baseline, how often the no-memory arm's revision at the same step of the
-same question is as close to the same memories' queries.
+same question is as close to the same memories' queries; last, the memories each arm wrote,
+by the signal that finalized them and whether the answer was in fact correct (an answer
+nobody judged is remembered as a repair that worked).
 
     scripts/live-summary.py [ARMS_DIR]    # default docs/results/live/dev/arms
 
@@ -118,6 +120,22 @@ def holm(p_values):
     return adjusted
 
 
+def written(journal, answers):
+    """Memories written, by the signal that finalized them and the hidden oracle's verdict on
+    the answer: {signal: (correct, wrong)}."""
+    by_episode = {r["episode"]: r for r in answers.values()}
+    counts = {}
+    for event in journal:
+        if event.get("event") != "finalized" or event.get("memory") is None:
+            continue
+        answer = by_episode.get(event["episode"])
+        if answer is None:
+            continue
+        right, wrong = counts.get(event["signal"], (0, 0))
+        counts[event["signal"]] = (right + answer["correct"], wrong + (not answer["correct"]))
+    return counts
+
+
 def share(part, whole):
     return f"{part}/{whole} ({100 * part / whole:.1f}%)" if whole else "n/a"
 
@@ -166,6 +184,15 @@ def main():
             continue
         shown, copies, base_shown, base_copies = copying(journal, base_journal)
         print(f"| {name} | {shown} | {share(copies, shown)} | {share(base_copies, base_shown)} |")
+    print()
+    print("| arm | memories written: signal (answers correct / wrong by the hidden oracle) |")
+    print("|---|---|")
+    for name, (answers, _, _, journal) in arms.items():
+        if name == "none":
+            continue
+        counts = written(journal, answers)
+        cells = ", ".join(f"{signal} {right}/{wrong}" for signal, (right, wrong) in sorted(counts.items()))
+        print(f"| {name} | {cells or 'none'} |")
 
 
 if __name__ == "__main__":
