@@ -136,6 +136,11 @@ def written(journal, answers):
     return counts
 
 
+def format_p(p):
+    """Two decimals, or `< 0.01` where two decimals would read 0.00."""
+    return "< 0.01" if p < 0.01 else f"{p:.2f}"
+
+
 def share(part, whole):
     return f"{part}/{whole} ({100 * part / whole:.1f}%)" if whole else "n/a"
 
@@ -170,8 +175,9 @@ def main():
                 cells.append("–")
                 continue
             d, low, high, won, lost, p, n = paired(base, answers, field)
-            cells.append(f"{d:+.1f} [{low:+.1f}, {high:+.1f}], {won}/{lost}, p = {p:.2f} (n = {n})")
-        holm_cell = f"{adjusted[name]:.2f}" if name in adjusted else "–"
+            shown_p = format_p(p) if p < 0.01 else "= " + format_p(p)
+            cells.append(f"{d:+.1f} [{low:+.1f}, {high:+.1f}], {won}/{lost}, p {shown_p} (n = {n})")
+        holm_cell = format_p(adjusted[name]) if name in adjusted else "–"
         print(f"| {name} | {len(answers)} | {correct} | {executed} | {retired} ({restored}) "
               f"| {cells[0]} | {holm_cell} | {cells[1]} |")
     print()
