@@ -77,18 +77,17 @@ def paired(base, arm, field):
     return sum(diffs) / n * 100, low, high, won, lost, sign_test(won, lost), n
 
 
-def episodes_by_question(journal):
-    """question text and database -> the `asked` record (attempts, memories used)."""
-    return {(e["database"], e["question"]): e for e in journal if e.get("event") == "asked"}
-
-
-def copying(journal, base_journal):
-    """(revisions shown memory, copies, baseline revisions, baseline copies) of one arm."""
+def copying(journal, answers, base_journal, base_answers):
+    """(revisions shown memory, copies, baseline revisions, baseline copies) of one arm. The
+    baseline's episode of the same question is found through the answers' question ids (a
+    question's text can repeat in Spider dev)."""
     asked = {e["episode"]: e for e in journal if e.get("event") == "asked"}
+    base_asked = {e["episode"]: e for e in base_journal if e.get("event") == "asked"}
+    question_of = {r["episode"]: r["question_id"] for r in answers.values()}
+    base = {r["question_id"]: base_asked.get(r["episode"], {}) for r in base_answers.values()}
     source = {e["memory"]: asked[e["episode"]] for e in journal
               if e.get("event") == "finalized" and e.get("memory") is not None
               and e["episode"] in asked}
-    base = episodes_by_question(base_journal)
     shown = copies = base_shown = base_copies = 0
     for episode in asked.values():
         for attempt in episode["attempts"]:
@@ -101,7 +100,7 @@ def copying(journal, base_journal):
             shown += 1
             copies += max(precedent_copies.similarity(attempt["sql"], q)
                           for q in queries) >= precedent_copies.THRESHOLD
-            other = base.get((episode["database"], episode["question"]), {}).get("attempts", [])
+            other = base.get(question_of.get(episode["episode"]), {}).get("attempts", [])
             if step < len(other):
                 base_shown += 1
                 base_copies += max(precedent_copies.similarity(other[step]["sql"], q)
@@ -185,10 +184,10 @@ def main():
           "| no memory, same steps and memories |")
     print("|---|---:|---:|---:|")
     base_journal = arms["none"][3]
-    for name, (_, _, _, journal) in arms.items():
+    for name, (answers, _, _, journal) in arms.items():
         if name == "none":
             continue
-        shown, copies, base_shown, base_copies = copying(journal, base_journal)
+        shown, copies, base_shown, base_copies = copying(journal, answers, base_journal, base)
         print(f"| {name} | {shown} | {share(copies, shown)} | {share(base_copies, base_shown)} |")
     print()
     print("| arm | memories written: signal (answers correct / wrong by the hidden oracle) |")
