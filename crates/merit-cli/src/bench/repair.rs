@@ -18,14 +18,13 @@
 
 use crate::experiment::{load_questions, run_experiment, RunArgs};
 use crate::models::{load_chat_model, reexec_with_bounded_openmp_spin};
+use crate::report_cmd::read_episode_log;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use merit_core::episode::EpisodeRecord;
 use merit_core::hash::fnv1a;
 use merit_core::model::{ChatModel, ChatReply, ChatRequest, Decoding, Embedder, ModelError};
 use merit_core::Benchmark;
 use merit_lab::experiment::ExperimentModels;
-use merit_lab::jsonl::read_records;
 use merit_memory::HashEmbedder;
 use merit_models::cache::{Accounting, CacheMode, CachedChat, CachedEmbedder, ReplyStore};
 use merit_repair::prompts::initial::{initial_request, InitialTask};
@@ -334,9 +333,7 @@ fn count_steps(dir: &Path) -> Result<(usize, usize)> {
     let mut episodes = 0;
     let mut steps = 0;
     for log in episode_logs(dir)? {
-        let records: Vec<EpisodeRecord> = read_records(&log)
-            .with_context(|| format!("cannot read {}", log.display()))?
-            .records;
+        let records = read_episode_log(&log)?;
         episodes += records.len();
         steps += records.iter().map(|r| r.repair_steps()).sum::<usize>();
     }
