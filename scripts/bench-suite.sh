@@ -15,7 +15,9 @@
 # Environment: OUT (folder), SPIDER (default ../shared/data/spider), GOLDEN (the golden pairs
 # file), LLAMA_BENCH (llama.cpp's llama-batched-bench, built by scripts/setup-test-server.sh;
 # without it the single-stream comparison is skipped), ONLY (space-separated subset of: eval
-# memory models repair), SUFFIX (appended to each file's name, e.g. `-omp-active` for a rerun
+# memory models episode repair; `episode` is `merit bench models` with its defaults: the cold
+# prompt, the 7-step episode with and without prefix reuse, the embedder, and two
+# conversations taking turns with one KV cache and with two), SUFFIX (appended to each file's name, e.g. `-omp-active` for a rerun
 # under other settings, whose environment the header then records).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +30,7 @@ fi
 SPIDER=${SPIDER:-../shared/data/spider}
 GOLDEN=${GOLDEN:-../shared/data/golden/eval_vectors_dev.jsonl}
 OUT=${OUT:-docs/results/bench/$(date -u +%F)}
-ONLY=${ONLY:-eval memory models repair}
+ONLY=${ONLY:-eval memory models episode repair}
 LLAMA_BENCH=${LLAMA_BENCH:-$(ls ~/.cache/merit/test-server/*/bin/llama-batched-bench 2>/dev/null | head -n 1 || true)}
 mkdir -p "$OUT"
 
@@ -82,13 +84,16 @@ for bench in $ONLY; do
         echo "skipping models: no llama-batched-bench (scripts/setup-test-server.sh builds it)" >&2
       fi
       ;;
+    episode)
+      run models-episode "$MERIT" bench models --db-dir "$SPIDER/database"
+      ;;
     repair)
       run repair-scripted "$MERIT" bench repair --scripted --dataset spider --data "$SPIDER" \
         --db-dir "$SPIDER/database" --methods iterative,reflexion,dynamic-rag,merit \
         --seeds 0,1,2 --k 7
       ;;
     *)
-      echo "unknown benchmark '$bench' (eval, memory, models, repair)" >&2
+      echo "unknown benchmark '$bench' (eval, memory, models, episode, repair)" >&2
       exit 2
       ;;
   esac
