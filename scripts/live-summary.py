@@ -18,7 +18,8 @@ nobody judged is remembered as a repair that worked).
     scripts/live-summary.py [ARMS_DIR]    # default docs/results/live/dev/arms
 
 Reads ARMS_DIR/<arm>/answers.jsonl(.gz) and live.jsonl(.gz); an arm still running is read as
-far as it has gone, and compared with `none` on the questions both have answered. The report's
+far as it has gone, and compared with `none` on the questions both have answered, but left out
+of the Holm family until it has answered every question `none` has. The report's
 own accuracy intervals come from merit_lab::stats; this small Python bootstrap exists only so
 that the executing comparison, which the report does not make, can be recomputed without a
 build (its accuracy intervals may differ slightly from the report's, which resamples differently).
@@ -158,12 +159,14 @@ def main():
     base = arms["none"][0]
     compared = [name for name, arm in arms.items() if name != "none" and arm[0]]
     # Every memory arm is compared with the same baseline: the accuracy p-values are also
-    # given adjusted for that family (Holm), over the arms read here.
-    adjusted = dict(zip(compared, holm([paired(base, arms[name][0], "correct")[5]
-                                        for name in compared])))
+    # given adjusted for that family (Holm), over the finished arms read here (an unfinished
+    # arm's p is over a subset of the questions and would change the family's size as it runs).
+    finished = [name for name in compared if set(arms[name][0]) == set(base)]
+    adjusted = dict(zip(finished, holm([paired(base, arms[name][0], "correct")[5]
+                                        for name in finished])))
     print("| arm | answers | correct | executed | memories retired (restored) "
           "| accuracy vs none: pp [95%], won/lost, p | accuracy p, Holm over "
-          f"{len(compared)} arms | executed vs none: pp [95%], won/lost, p |")
+          f"{len(finished)} finished arms | executed vs none: pp [95%], won/lost, p |")
     print("|---|---:|---:|---:|---:|---|---:|---|")
     for name, (answers, retired, restored, _) in arms.items():
         correct = sum(r["correct"] for r in answers.values())
@@ -176,7 +179,10 @@ def main():
             d, low, high, won, lost, p, n = paired(base, answers, field)
             shown_p = format_p(p) if p < 0.01 else "= " + format_p(p)
             cells.append(f"{d:+.1f} [{low:+.1f}, {high:+.1f}], {won}/{lost}, p {shown_p} (n = {n})")
-        holm_cell = format_p(adjusted[name]) if name in adjusted else "–"
+        if name in adjusted:
+            holm_cell = format_p(adjusted[name])
+        else:
+            holm_cell = "unfinished" if name in compared else "–"
         print(f"| {name} | {len(answers)} | {correct} | {executed} | {retired} ({restored}) "
               f"| {cells[0]} | {holm_cell} | {cells[1]} |")
     print()
