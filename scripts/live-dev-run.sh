@@ -42,4 +42,8 @@ for arm in "$OUT"/arms/*/; do
   gzip -9n < "$arm/answers.jsonl" > "$RESULTS/arms/$name/answers.jsonl.gz"
   gzip -9n < "$arm/live.jsonl" > "$RESULTS/arms/$name/live.jsonl.gz"
 done
+# What the report leaves out (answers that executed, retirements, Holm-adjusted p-values, the
+# copying of shown memories, the memories written by signal), from the committed evidence.
+scripts/live-summary.py "$RESULTS/arms" > "$RESULTS/live-summary.md.tmp"
+mv "$RESULTS/live-summary.md.tmp" "$RESULTS/live-summary.md"
 echo "== $(date -u +%H:%M:%S) done: $RESULTS"
