@@ -11,7 +11,8 @@ then a second table, the copying of precedents: of the revisions shown at least 
 how many are near-copies of a query of a shown memory's source episode (the test of
 scripts/precedent-copies.py: difflib ratio at least 0.9 on lower-cased, whitespace-collapsed
 SQL), and, as the baseline, how often the no-memory arm's revision at the same step of the
-same question is as close to the same memories' queries; last, the memories each arm wrote,
+same question is as close to the same memories' queries; third, those copies by the polarity
+of the memory copied and the episode's final verdict; last, the memories each arm wrote,
 by the signal that finalized them and whether the answer was in fact correct (an answer
 nobody judged is remembered as a repair that worked).
 
@@ -78,10 +79,17 @@ def paired(base, arm, field):
     return sum(diffs) / n * 100, low, high, won, lost, sign_test(won, lost), n
 
 
+# The finalizing signals whose memory is a negative entry (merit_live::Signal): the user
+# rejected the answer, or no attempt executed.
+NEGATIVE_SIGNALS = {"user_rejected", "execution_failed"}
+
+
 def copying(journal, answers, base_journal, base_answers):
-    """(revisions shown memory, copies, baseline revisions, baseline copies) of one arm. The
-    baseline's episode of the same question is found through the answers' question ids (a
-    question's text can repeat in Spider dev)."""
+    """(revisions shown memory, copies, baseline revisions, baseline copies, copied) of one
+    arm, where `copied` counts the copies by the polarity of the memory whose query is the
+    closest ("negative" or "positive") and whether the episode's answer was correct:
+    {(polarity, correct): n}. The baseline's episode of the same question is found through the
+    answers' question ids (a question's text can repeat in Spider dev)."""
     asked = {e["episode"]: e for e in journal if e.get("event") == "asked"}
     base_asked = {e["episode"]: e for e in base_journal if e.get("event") == "asked"}
     question_of = {r["episode"]: r["question_id"] for r in answers.values()}
@@ -89,24 +97,34 @@ def copying(journal, answers, base_journal, base_answers):
     source = {e["memory"]: asked[e["episode"]] for e in journal
               if e.get("event") == "finalized" and e.get("memory") is not None
               and e["episode"] in asked}
+    polarity = {e["memory"]: "negative" if e["signal"] in NEGATIVE_SIGNALS else "positive"
+                for e in journal
+                if e.get("event") == "finalized" and e.get("memory") is not None}
+    correct = {r["episode"]: r["correct"] for r in answers.values()}
     shown = copies = base_shown = base_copies = 0
+    copied = {}
     for episode in asked.values():
         for attempt in episode["attempts"]:
             step = attempt["step"]
-            sources = [source[u["id"]] for u in episode.get("used", [])
-                       if u.get("step") == step and u["id"] in source]
-            if step == 0 or not sources:
+            used = [u["id"] for u in episode.get("used", [])
+                    if u.get("step") == step and u["id"] in source]
+            if step == 0 or not used:
                 continue
-            queries = [a["sql"] for s in sources for a in s["attempts"]]
+            queries = [a["sql"] for memory in used for a in source[memory]["attempts"]]
             shown += 1
-            copies += max(precedent_copies.similarity(attempt["sql"], q)
-                          for q in queries) >= precedent_copies.THRESHOLD
+            # The memory whose query is closest (a tie goes to the newer memory).
+            closest, memory = max((precedent_copies.similarity(attempt["sql"], a["sql"]), memory)
+                                  for memory in used for a in source[memory]["attempts"])
+            if closest >= precedent_copies.THRESHOLD:
+                copies += 1
+                key = (polarity[memory], correct.get(episode["episode"], False))
+                copied[key] = copied.get(key, 0) + 1
             other = base.get(question_of.get(episode["episode"]), {}).get("attempts", [])
             if step < len(other):
                 base_shown += 1
                 base_copies += max(precedent_copies.similarity(other[step]["sql"], q)
                                    for q in queries) >= precedent_copies.THRESHOLD
-    return shown, copies, base_shown, base_copies
+    return shown, copies, base_shown, base_copies, copied
 
 
 def holm(p_values):
@@ -190,11 +208,22 @@ def main():
           "| no memory, same steps and memories |")
     print("|---|---:|---:|---:|")
     base_journal = arms["none"][3]
+    copied_by_arm = {}
     for name, (answers, _, _, journal) in arms.items():
         if name == "none":
             continue
-        shown, copies, base_shown, base_copies = copying(journal, answers, base_journal, base)
+        shown, copies, base_shown, base_copies, copied = copying(journal, answers,
+                                                                 base_journal, base)
         print(f"| {name} | {shown} | {share(copies, shown)} | {share(base_copies, base_shown)} |")
+        copied_by_arm[name] = copied
+    print()
+    print("| arm | near-copies of a negative memory's query: answer wrong / correct "
+          "| of a positive memory's query: answer wrong / correct |")
+    print("|---|---:|---:|")
+    for name, copied in copied_by_arm.items():
+        cells = [f"{copied.get((side, False), 0)} / {copied.get((side, True), 0)}"
+                 for side in ("negative", "positive")]
+        print(f"| {name} | {cells[0]} | {cells[1]} |")
     print()
     print("| arm | memories written: signal (answers correct / wrong by the hidden oracle) |")
     print("|---|---|")
