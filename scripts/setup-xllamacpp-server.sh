@@ -21,9 +21,11 @@ set -euo pipefail
 # shellcheck source=scripts/python-venv.sh
 . "$(dirname "${BASH_SOURCE[0]}")/python-venv.sh"
 
-VERSION="${XLLAMACPP_VERSION:-2026.10.11549}"
-# sha256 of xllamacpp-2026.10.11549-cp310-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl
+# The version whose x86-64 Linux wheel is pinned by hash, and that wheel's sha256
+# (xllamacpp-2026.10.11549-cp310-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl).
+PINNED_VERSION="2026.10.11549"
 X86_64_SHA256="c54e7d13520ecc989c63dc99d55de3065e2f343a91f43f053d16b5e62077c261"
+VERSION="${XLLAMACPP_VERSION:-$PINNED_VERSION}"
 DIR="${MERIT_XLLAMACPP_DIR:-${MERIT_HOME:-$HOME/.cache/merit}/xllamacpp-$VERSION}"
 PYTHON="$DIR/bin/python"
 LAUNCHER="$DIR/bin/llama-server"
@@ -32,7 +34,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 if ! "$PYTHON" -c "import importlib.metadata as m; assert m.version('xllamacpp') == '$VERSION'" 2>/dev/null; then
   fresh_venv "$DIR"
   requirement="xllamacpp==$VERSION"
-  if [ "$(uname -sm)" = "Linux x86_64" ] && [ "$VERSION" = "2026.10.11549" ]; then
+  if [ "$(uname -sm)" = "Linux x86_64" ] && [ "$VERSION" = "$PINNED_VERSION" ]; then
     requirements="$(mktemp)"
     trap 'rm -f "$requirements"' EXIT
     echo "$requirement --hash=sha256:$X86_64_SHA256" > "$requirements"
