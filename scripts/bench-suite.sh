@@ -15,7 +15,8 @@
 # Environment: OUT (folder), SPIDER (default ../shared/data/spider), GOLDEN (the golden pairs
 # file), LLAMA_BENCH (llama.cpp's llama-batched-bench, built by scripts/setup-test-server.sh;
 # without it the single-stream comparison is skipped), ONLY (space-separated subset of: eval
-# memory models episode repair; `episode` is `merit bench models` with its defaults: the cold
+# memory retrieval models episode repair; `retrieval` is the memory benchmark without the CLI,
+# not in the default; `episode` is `merit bench models` with its defaults: the cold
 # prompt, the 7-step episode with and without prefix reuse, the embedder, and two
 # conversations taking turns with one KV cache and with two), SUFFIX (appended to each file's name, e.g. `-omp-active` for a rerun
 # under other settings, whose environment the header then records).
@@ -23,20 +24,22 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MERIT=${1:-}
-if [ -z "$MERIT" ]; then
-  cargo build --release -p merit-cli
-  MERIT=target/release/merit
-fi
 SPIDER=${SPIDER:-../shared/data/spider}
 GOLDEN=${GOLDEN:-../shared/data/golden/eval_vectors_dev.jsonl}
 OUT=${OUT:-docs/results/bench/$(date -u +%F)}
 ONLY=${ONLY:-eval memory models episode repair}
+# `retrieval` alone needs no merit binary: it is the memory benchmark through merit-memory's
+# example, which builds without the model backends (minutes instead of half an hour).
+if [ -z "$MERIT" ] && [ "$ONLY" != retrieval ]; then
+  cargo build --release -p merit-cli
+  MERIT=target/release/merit
+fi
 LLAMA_BENCH=${LLAMA_BENCH:-$(ls ~/.cache/merit/test-server/*/bin/llama-batched-bench 2>/dev/null | head -n 1 || true)}
 mkdir -p "$OUT"
 
 # The commit the binary was built from: a pinned binary's source-commit beside it, else HEAD
 # (with a note when the checkout has uncommitted source changes).
-if [ -f "$(dirname "$MERIT")/source-commit" ]; then
+if [ -n "$MERIT" ] && [ -f "$(dirname "$MERIT")/source-commit" ]; then
   commit=$(cat "$(dirname "$MERIT")/source-commit")
 else
   commit=$(git rev-parse HEAD)
@@ -76,6 +79,11 @@ for bench in $ONLY; do
     memory)
       run memory "$MERIT" bench memory --variants merit,dynamic-rag,type-reliability
       ;;
+    retrieval)
+      cargo build --release -p merit-memory --example bench_retrieval
+      run retrieval target/release/examples/bench_retrieval 1000,10000,100000 384 300 5 \
+        merit,dynamic-rag,type-reliability
+      ;;
     models)
       if [ -n "$LLAMA_BENCH" ] && [ -x "$LLAMA_BENCH" ]; then
         run models-single-stream "$MERIT" bench models --db-dir "$SPIDER/database" --no-episode \
@@ -93,7 +101,7 @@ for bench in $ONLY; do
         --seeds 0,1,2 --k 7
       ;;
     *)
-      echo "unknown benchmark '$bench' (eval, memory, models, episode, repair)" >&2
+      echo "unknown benchmark '$bench' (eval, memory, retrieval, models, episode, repair)" >&2
       exit 2
       ;;
   esac

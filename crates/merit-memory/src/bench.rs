@@ -2,7 +2,9 @@
 //! several sizes, with dense random unit vectors (`merit bench memory` prints it).
 //!
 //! The query embedding is computed before timing starts, so the numbers are the memory's own
-//! cost: legality scan, candidate selection, exact cosine scan, BM25 and ranking. Episodes
+//! cost: legality scan, candidate selection, the bounded cosine scan, BM25 and ranking; each
+//! row also times the full exact cosine scan on the same queries as its baseline (and checks
+//! that both return the same precedents). Episodes
 //! enter the memory the normal way (finalize, commit), so the benchmark measures the real
 //! data structures.
 
@@ -12,7 +14,7 @@ use crate::entry::StreamPos;
 use crate::episode::{Attempt, Episode, EpisodeSource, FinalizePolicy};
 use crate::failure::FailureType;
 use crate::memory::{Memory, MemoryError};
-use crate::retrieve::{RetrievalError, RetrievalQuery};
+use crate::retrieve::{Retrieval, RetrievalError, RetrievalQuery};
 use crate::store::serialize_entry;
 use crate::text::query_dense_text;
 use merit_core::hash::fnv1a;
@@ -63,6 +65,10 @@ pub struct BenchRow {
     pub build_seconds: f64,
     /// Precedents returned over all timed retrievals (to show real work was done).
     pub retrieved: usize,
+    /// The same median with every candidate's cosine computed exactly
+    /// ([`MemoryView::retrieve_with_vector_full_scan`](crate::MemoryView::retrieve_with_vector_full_scan)),
+    /// the baseline of the bounded scan, timed in the same run on the same queries.
+    pub full_scan_p50_ms: f64,
 }
 
 /// Why the benchmark stopped.
@@ -352,10 +358,12 @@ pub fn run(
                 view.retrieve_with_vector(query, Some(vector), policy)?;
             }
             let mut times = Vec::with_capacity(queries.len() * config.repeats);
+            let mut full_scan_times = Vec::with_capacity(queries.len() * config.repeats);
             let mut best = Vec::with_capacity(queries.len());
             let mut retrieved = 0usize;
-            for (query, vector) in queries.iter().zip(&vectors) {
+            for (number, (query, vector)) in queries.iter().zip(&vectors).enumerate() {
                 let mut fastest = f64::INFINITY;
+                // The two scans alternate, so that a busy spell of the machine falls on both.
                 for _ in 0..config.repeats {
                     let started = Instant::now();
                     let result = view.retrieve_with_vector(query, Some(vector), policy)?;
@@ -363,10 +371,26 @@ pub fn run(
                     times.push(elapsed);
                     fastest = fastest.min(elapsed);
                     retrieved += result.precedents.len();
+                    let started = Instant::now();
+                    let full = view.retrieve_with_vector_full_scan(query, Some(vector), policy)?;
+                    full_scan_times.push(started.elapsed().as_secs_f64() * 1000.0);
+                    let scores = |r: &Retrieval<'_>| {
+                        r.precedents
+                            .iter()
+                            .map(|p| p.score.clone())
+                            .collect::<Vec<_>>()
+                    };
+                    if scores(&result) != scores(&full) {
+                        return Err(BenchError::Config(format!(
+                            "policy {name}, {size} entries, query {number}: the bounded scan \
+                             returned other precedents than the full scan"
+                        )));
+                    }
                 }
                 best.push(fastest);
             }
             times.sort_by(f64::total_cmp);
+            full_scan_times.sort_by(f64::total_cmp);
             best.sort_by(f64::total_cmp);
             let row = BenchRow {
                 entries: size,
@@ -380,6 +404,7 @@ pub fn run(
                 jsonl_bytes_per_entry: jsonl_bytes as f64 / size as f64,
                 build_seconds,
                 retrieved,
+                full_scan_p50_ms: percentile(&full_scan_times, 50.0),
             };
             on_row(&row);
             rows.push(row);
@@ -391,7 +416,7 @@ pub fn run(
 /// The header line matching [`render_row`].
 pub fn header() -> String {
     format!(
-        "{:>8} {:<18} {:>8} {:>8} {:>10} {:>10} {:>13} {:>12} {:>10} {:>8}",
+        "{:>8} {:<18} {:>8} {:>8} {:>10} {:>10} {:>13} {:>12} {:>10} {:>8} {:>9} {:>9}",
         "entries",
         "policy",
         "p50 ms",
@@ -401,14 +426,16 @@ pub fn header() -> String {
         "heap B/entry",
         "RSS B/entry",
         "JSONL B/e",
-        "build s"
+        "build s",
+        "full p50",
+        "full/p50"
     )
 }
 
 /// One row as a fixed-width line.
 pub fn render_row(row: &BenchRow) -> String {
     format!(
-        "{:>8} {:<18} {:>8.3} {:>8.3} {:>10.3} {:>10.3} {:>13.0} {:>12} {:>10.0} {:>8.2}",
+        "{:>8} {:<18} {:>8.3} {:>8.3} {:>10.3} {:>10.3} {:>13.0} {:>12} {:>10.0} {:>8.2} {:>9.3} {:>9.2}",
         row.entries,
         row.policy,
         row.p50_ms,
@@ -420,6 +447,8 @@ pub fn render_row(row: &BenchRow) -> String {
             .map_or("-".to_string(), |v| format!("{v:.0}")),
         row.jsonl_bytes_per_entry,
         row.build_seconds,
+        row.full_scan_p50_ms,
+        row.full_scan_p50_ms / row.p50_ms,
     )
 }
 

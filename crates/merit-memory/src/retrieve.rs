@@ -6,7 +6,7 @@
 //!    database scope;
 //! 2. the candidate set C: the same-type subset T when the rule allows it and |T| ≥ 3,
 //!    otherwise L;
-//! 3. dense score: cosine of unit vectors (exact scan); BM25 score over C as the corpus
+//! 3. dense score: cosine of unit vectors (exact, see below); BM25 score over C as the corpus
 //!    (N = |C|, df and the average length counted in C; each distinct query term counted
 //!    once, as the paper's sum over w ∈ q reads; k1 = 1.2, b = 0.75);
 //! 4. both min–max normalised within C (all-equal → 0), combined
@@ -14,7 +14,11 @@
 //! 5. ordered by score, then dense desc, BM25 desc, type match desc, memory id asc; only
 //!    the pool's quota is kept.
 //!
-//! Scoring is exact; speed comes from layout, not approximation. The memory keeps its
+//! Scoring is exact. Speed comes from layout and from bounds, never from approximation in
+//! what is returned: a pool that keeps only its top scans the cosines with a fast f32 sum
+//! whose error is bounded, and computes exactly every candidate that could still reach the top
+//! or hold the range's ends ([`bounded_dense`]); the result is bit for bit the full exact
+//! scan's (tested against it in `tests/bounded_scan.rs`). The memory keeps its
 //! postings and vectors per (polarity, failure type) group, in stream order, so a pool reads
 //! only its own groups, front to back, and stops at the first entry from position t or later.
 //! When no entry of those groups was filtered out (current query, database scope), a term's
@@ -281,7 +285,29 @@ impl<'m> MemoryView<'m> {
         query_vector: Option<&[f32]>,
         config: &RetrievalConfig,
     ) -> Result<Retrieval<'m>, RetrievalError> {
-        let pools = self.rank(query, query_vector, config, false)?;
+        self.retrieve_ranked(query, query_vector, config, Scan::Bounded)
+    }
+
+    /// Like [`MemoryView::retrieve_with_vector`] with the exact cosine computed for every
+    /// candidate instead of the bounded scan ([`bounded_dense`]). The result is the same; this
+    /// is the reference that scan is benchmarked and tested against.
+    pub fn retrieve_with_vector_full_scan(
+        &self,
+        query: &RetrievalQuery,
+        query_vector: Option<&[f32]>,
+        config: &RetrievalConfig,
+    ) -> Result<Retrieval<'m>, RetrievalError> {
+        self.retrieve_ranked(query, query_vector, config, Scan::Full)
+    }
+
+    fn retrieve_ranked(
+        &self,
+        query: &RetrievalQuery,
+        query_vector: Option<&[f32]>,
+        config: &RetrievalConfig,
+        scan: Scan,
+    ) -> Result<Retrieval<'m>, RetrievalError> {
+        let pools = self.rank(query, query_vector, config, scan, false)?;
         let memory = self.memory;
         let precedents = pools
             .into_iter()
@@ -319,7 +345,7 @@ impl<'m> MemoryView<'m> {
         query_vector: Option<&[f32]>,
         config: &RetrievalConfig,
     ) -> Result<Explanation, RetrievalError> {
-        let pools = self.rank(query, query_vector, config, true)?;
+        let pools = self.rank(query, query_vector, config, Scan::Full, true)?;
         Ok(Explanation {
             position: self.position(),
             config: config.name.clone(),
@@ -351,6 +377,7 @@ impl<'m> MemoryView<'m> {
         query: &RetrievalQuery,
         query_vector: Option<&[f32]>,
         config: &RetrievalConfig,
+        scan: Scan,
         explain_all: bool,
     ) -> Result<Vec<PoolExplanation>, RetrievalError> {
         config.validate().map_err(RetrievalError::Config)?;
@@ -385,6 +412,7 @@ impl<'m> MemoryView<'m> {
             query_terms: &query_terms,
             config,
             current_db: self.memory.database_id(&query.db_id),
+            scan,
         };
         let mut out = Vec::new();
         for (number, (kind, polarity, quota)) in pools.into_iter().enumerate() {
@@ -413,6 +441,16 @@ struct RankContext<'a, 'm> {
     query_terms: &'a [String],
     config: &'a RetrievalConfig,
     current_db: u32,
+    scan: Scan,
+}
+
+/// How the dense channel of a pool is scanned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scan {
+    /// [`bounded_dense`] where it applies (a pool that keeps only its top).
+    Bounded,
+    /// The exact cosine of every candidate.
+    Full,
 }
 
 impl RankContext<'_, '_> {
@@ -536,10 +574,6 @@ impl RankContext<'_, '_> {
                 dense_weight,
                 bm25_weight,
             } => {
-                let dense = self
-                    .query_vector
-                    .filter(|_| dense_weight != 0.0)
-                    .map(|q| dense_scores(memory, q, &candidates));
                 let groups: Vec<u8> = Polarity::ALL
                     .into_iter()
                     .filter(|p| polarity.is_none_or(|wanted| wanted == *p))
@@ -556,34 +590,64 @@ impl RankContext<'_, '_> {
                     pool.bm25_average_length = *average;
                 }
                 let lexical = lexical.map(|(scores, _)| scores);
-                let dense_norm = dense.as_deref().map(min_max);
                 let lexical_norm = lexical.as_deref().map(min_max);
                 let type_match: Vec<bool> = candidates
                     .iter()
                     .map(|&i| memory.failure_type[i as usize] == wanted_type)
                     .collect();
-                let score: Vec<f64> = (0..candidates.len())
-                    .map(|j| {
-                        let d = dense_norm.as_ref().map_or(0.0, |v| v[j]);
-                        let b = lexical_norm.as_ref().map_or(0.0, |v| v[j]);
-                        let bonus = if type_match[j] { bonus } else { 0.0 };
-                        dense_weight * d + bm25_weight * b + bonus
-                    })
+                let bonus_of = |j: usize| if type_match[j] { bonus } else { 0.0 };
+                // The combined score of candidate j with normalised cosine `d`: one expression
+                // for the exact scores and for the bounds of the bounded scan.
+                let combine = |d: f64, j: usize| {
+                    let b = lexical_norm.as_ref().map_or(0.0, |v| v[j]);
+                    dense_weight * d + bm25_weight * b + bonus_of(j)
+                };
+                // Which candidates are scored in full (`ranked_set`, positions in
+                // `candidates`), their exact cosines, and the cosine range of the whole set.
+                let query_vector = self.query_vector.filter(|_| dense_weight != 0.0);
+                let (ranked_set, dense, dense_range) = match query_vector {
+                    None => ((0..candidates.len()).collect::<Vec<usize>>(), None, None),
+                    Some(q) => {
+                        let bounded = (self.scan == Scan::Bounded
+                            && !explain_all
+                            && quota < candidates.len())
+                        .then(|| {
+                            bounded_dense(memory, q, &candidates, dense_weight, quota, &combine)
+                        })
+                        .flatten();
+                        match bounded {
+                            Some(scan) => (scan.survivors, Some(scan.dense), Some(scan.range)),
+                            None => {
+                                let dense = dense_scores(memory, q, &candidates);
+                                let range = min_max_range(&dense);
+                                ((0..candidates.len()).collect(), Some(dense), Some(range))
+                            }
+                        }
+                    }
+                };
+                let dense_norm: Option<Vec<f64>> =
+                    dense.as_ref().zip(dense_range).map(|(values, (min, max))| {
+                        values.iter().map(|&v| normalize(v, min, max)).collect()
+                    });
+                let score: Vec<f64> = ranked_set
+                    .iter()
+                    .enumerate()
+                    .map(|(r, &j)| combine(dense_norm.as_ref().map_or(0.0, |v| v[r]), j))
                     .collect();
-                let raw =
-                    |values: &Option<Vec<f64>>, j: usize| values.as_ref().map_or(0.0, |v| v[j]);
-                let keys: Vec<RankKey> = (0..candidates.len())
-                    .map(|j| RankKey {
-                        score: score[j],
-                        dense: raw(&dense, j),
-                        bm25: raw(&lexical, j),
+                let keys: Vec<RankKey> = ranked_set
+                    .iter()
+                    .enumerate()
+                    .map(|(r, &j)| RankKey {
+                        score: score[r],
+                        dense: dense.as_ref().map_or(0.0, |v| v[r]),
+                        bm25: lexical.as_ref().map_or(0.0, |v| v[j]),
                         type_match: type_match[j],
                         id: memory.entries[candidates[j] as usize].id,
                     })
                     .collect();
                 let type_tiebreak = self.config.type_tiebreak;
                 let order = |a: &usize, b: &usize| rank_order(&keys[*a], &keys[*b], type_tiebreak);
-                let mut ranked: Vec<usize> = (0..candidates.len()).collect();
+                let mut ranked: Vec<usize> = (0..ranked_set.len()).collect();
                 if explain_all || quota >= ranked.len() {
                     ranked.sort_by(order);
                 } else {
@@ -596,19 +660,20 @@ impl RankContext<'_, '_> {
                 pool.candidates = ranked
                     .iter()
                     .enumerate()
-                    .map(|(rank, &j)| {
+                    .map(|(rank, &r)| {
+                        let j = ranked_set[r];
                         let index = candidates[j] as usize;
                         CandidateScore {
                             id: memory.entries[index].id,
                             polarity: memory.polarity[index],
                             failure_type: memory.failure_type[index],
                             type_match: type_match[j],
-                            dense: dense.as_ref().map(|v| v[j]),
-                            dense_normalized: dense_norm.as_ref().map(|v| v[j]),
+                            dense: dense.as_ref().map(|v| v[r]),
+                            dense_normalized: dense_norm.as_ref().map(|v| v[r]),
                             bm25: lexical.as_ref().map(|v| v[j]),
                             bm25_normalized: lexical_norm.as_ref().map(|v| v[j]),
-                            bonus: if type_match[j] { bonus } else { 0.0 },
-                            score: score[j],
+                            bonus: bonus_of(j),
+                            score: score[r],
                             rank: rank + 1,
                             selected: rank < quota,
                         }
@@ -868,13 +933,268 @@ pub fn dot(a: &[f32], b: &[f32]) -> f64 {
 
 /// Min–max normalisation; all-equal scores map to 0.
 pub fn min_max(values: &[f64]) -> Vec<f64> {
+    let (min, max) = min_max_range(values);
+    values.iter().map(|&v| normalize(v, min, max)).collect()
+}
+
+/// The smallest and largest value (infinities for an empty slice).
+fn min_max_range(values: &[f64]) -> (f64, f64) {
     let min = values.iter().copied().fold(f64::INFINITY, f64::min);
     let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    (min, max)
+}
+
+/// `value` min–max normalised into a range; 0 when the range is empty. Monotone in `value`
+/// (each floating-point step is), which [`bounded_dense`] relies on.
+fn normalize(value: f64, min: f64, max: f64) -> f64 {
     if max > min {
-        values.iter().map(|v| (v - min) / (max - min)).collect()
+        (value - min) / (max - min)
     } else {
-        vec![0.0; values.len()]
+        0.0
     }
+}
+
+/// The outcome of [`bounded_dense`].
+struct BoundedScan {
+    /// Positions in the candidate list that can be among the pool's top, ascending.
+    survivors: Vec<usize>,
+    /// Their exact cosines ([`dot`]), in the same order.
+    dense: Vec<f64>,
+    /// The exact smallest and largest cosine over all candidates.
+    range: (f64, f64),
+}
+
+/// The dense channel for a pool that keeps only its top `quota`, computed exactly where it
+/// matters and approximately elsewhere, with the same result as the exact scan of every
+/// candidate.
+///
+/// Why: the exact cosine ([`dot`]) sums its 32 lanes one after the other in f64, a chain of
+/// dependent additions that costs more than the products themselves; at 10,000 entries that
+/// chain was half of a retrieval. The approximation ([`dot_approx`]) sums in f32 as a tree and
+/// differs from the exact value by at most [`approximation_error`]. That bound decides who is
+/// computed exactly: every candidate that can hold the smallest or the largest cosine (the
+/// min–max normalisation needs both), and every candidate whose best possible score reaches
+/// the `quota`-th best worst possible score, which includes the whole true top (each of the
+/// `quota` candidates with the highest worst-case scores scores at least that). The scores
+/// are monotone in the cosine (`dense_weight > 0`, and [`normalize`] and `combine` round
+/// monotonically), so bounds on cosines are bounds on scores. Ranking the survivors with
+/// their exact values then gives exactly the top the full scan gives, ties included.
+///
+/// Returns `None` (the caller scans exactly) when the bound does not apply: a non-positive
+/// weight, a non-finite approximation, or a dimension too large for the bound.
+fn bounded_dense(
+    memory: &crate::memory::Memory,
+    query: &[f32],
+    candidates: &[u32],
+    dense_weight: f64,
+    quota: usize,
+    combine: &dyn Fn(f64, usize) -> f64,
+) -> Option<BoundedScan> {
+    if dense_weight.is_nan() || dense_weight <= 0.0 || quota == 0 {
+        return None;
+    }
+    let error = approximation_error(memory.dimension())?;
+    let approx = approximate_dense(memory, query, candidates);
+    let (mut low, mut high) = (f64::INFINITY, f64::NEG_INFINITY);
+    for &a in &approx {
+        if !a.is_finite() {
+            return None;
+        }
+        low = low.min(f64::from(a));
+        high = high.max(f64::from(a));
+    }
+    let exact_at = |j: usize| dot(query, memory.vector(candidates[j] as usize));
+    // NaN marks "not computed exactly"; exact cosines of unit vectors are finite.
+    let mut exact = vec![f64::NAN; candidates.len()];
+    // Only a candidate whose approximation is within twice the bound of the smallest (largest)
+    // approximation can hold the smallest (largest) cosine.
+    let (mut min, mut max) = (f64::INFINITY, f64::NEG_INFINITY);
+    for (j, &a) in approx.iter().enumerate() {
+        let a = f64::from(a);
+        let near_min = a <= low + 2.0 * error;
+        let near_max = a >= high - 2.0 * error;
+        if near_min || near_max {
+            let value = exact_at(j);
+            exact[j] = value;
+            if near_min {
+                min = min.min(value);
+            }
+            if near_max {
+                max = max.max(value);
+            }
+        }
+    }
+    let bound = |j: usize, offset: f64| {
+        let value = if exact[j].is_nan() {
+            f64::from(approx[j]) + offset
+        } else {
+            exact[j]
+        };
+        combine(normalize(value, min, max), j)
+    };
+    let mut worst: Vec<f64> = (0..candidates.len()).map(|j| bound(j, -error)).collect();
+    let threshold = *worst
+        .select_nth_unstable_by(quota - 1, |a, b| b.total_cmp(a))
+        .1;
+    let survivors: Vec<usize> = (0..candidates.len())
+        .filter(|&j| bound(j, error) >= threshold)
+        .collect();
+    let dense = survivors
+        .iter()
+        .map(|&j| {
+            if exact[j].is_nan() {
+                exact_at(j)
+            } else {
+                exact[j]
+            }
+        })
+        .collect();
+    Some(BoundedScan {
+        survivors,
+        dense,
+        range: (min, max),
+    })
+}
+
+/// A bound on the difference between [`dot_approx`] and [`dot`] for vectors of at most unit
+/// length (the memory's and the query's, see [`normalized`]); `None` past any sensible
+/// dimension.
+///
+/// Each product passes through at most `m = dimension/32 + 40` f32 roundings in either
+/// function (its multiplication, the additions of its lane, the lane tree or the f64
+/// conversion, the remainder's additions), so each result is within `γ_m·Σ|xᵢyᵢ|` of the
+/// true dot product, `γ_m = m·u/(1 − m·u)` with `u = 2⁻²⁴`, and `Σ|xᵢyᵢ| ≤ ‖x‖‖y‖ ≤ 1` up to
+/// the normalisation's own rounding. Twice `γ_m` bounds the difference; the bound used is
+/// twice that again, as margin for the f64 steps and the normalisation.
+fn approximation_error(dimension: usize) -> Option<f64> {
+    let roundings = (dimension / LANES + 40) as f64;
+    let unit = f64::from(f32::EPSILON) / 2.0;
+    let gamma = roundings * unit / (1.0 - roundings * unit);
+    (roundings * unit < 0.01).then_some(4.0 * gamma)
+}
+
+/// [`dot_approx`] of the query with every candidate; with AVX2 and FMA, an explicit SIMD
+/// loop instead.
+fn approximate_dense(
+    memory: &crate::memory::Memory,
+    query: &[f32],
+    candidates: &[u32],
+) -> Vec<f32> {
+    let mut out = vec![0.0f32; candidates.len()];
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+            && query.len() == memory.dimension()
+        {
+            // SAFETY: the CPU supports AVX2 and FMA, checked just above, and every vector
+            // has the query's length.
+            unsafe { approximate_scan_avx2_fma(memory, query, candidates, &mut out) };
+            return out;
+        }
+    }
+    for (slot, &i) in out.iter_mut().zip(candidates) {
+        *slot = dot_approx(query, memory.vector(i as usize));
+    }
+    out
+}
+
+/// [`dot_approx_avx2_fma`] of the query with every candidate.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA, and `query` must have the memory's dimension.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn approximate_scan_avx2_fma(
+    memory: &crate::memory::Memory,
+    query: &[f32],
+    candidates: &[u32],
+    out: &mut [f32],
+) {
+    for (slot, &i) in out.iter_mut().zip(candidates) {
+        // SAFETY: the caller's guarantees; every stored vector has the memory's dimension.
+        *slot = unsafe { dot_approx_avx2_fma(query, memory.vector(i as usize)) };
+    }
+}
+
+/// [`dot_approx`]'s arithmetic in AVX2 registers, with fused multiply-adds (fewer roundings,
+/// so the same bound holds). Written with intrinsics because the compiler does not vectorise
+/// the lane loop well: it kept [`dot_approx`]'s 32 lanes as two-float pieces with stack
+/// spills, and the scan stayed half of a 10,000-entry retrieval. The result only chooses
+/// which candidates are computed exactly, so it need not match any other code bit for bit.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA, and `a` and `b` must have the same length.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn dot_approx_avx2_fma(a: &[f32], b: &[f32]) -> f32 {
+    use std::arch::x86_64::{
+        _mm256_add_ps, _mm256_castps256_ps128, _mm256_extractf128_ps, _mm256_fmadd_ps,
+        _mm256_loadu_ps, _mm256_setzero_ps, _mm_add_ps, _mm_add_ss, _mm_cvtss_f32, _mm_movehl_ps,
+        _mm_shuffle_ps,
+    };
+    debug_assert_eq!(a.len(), b.len());
+    let length = a.len().min(b.len());
+    let body = length - length % LANES;
+    let (pa, pb) = (a.as_ptr(), b.as_ptr());
+    // SAFETY: `k + 31 < body <= length`, within both slices, so every load reads inside
+    // them; the rest are register operations the CPU supports.
+    let mut total = unsafe {
+        let mut sums = [_mm256_setzero_ps(); 4];
+        let mut k = 0;
+        while k < body {
+            for (part, sum) in sums.iter_mut().enumerate() {
+                let at = k + 8 * part;
+                *sum = _mm256_fmadd_ps(
+                    _mm256_loadu_ps(pa.add(at)),
+                    _mm256_loadu_ps(pb.add(at)),
+                    *sum,
+                );
+            }
+            k += LANES;
+        }
+        let eight = _mm256_add_ps(
+            _mm256_add_ps(sums[0], sums[1]),
+            _mm256_add_ps(sums[2], sums[3]),
+        );
+        let four = _mm_add_ps(
+            _mm256_castps256_ps128(eight),
+            _mm256_extractf128_ps(eight, 1),
+        );
+        let two = _mm_add_ps(four, _mm_movehl_ps(four, four));
+        _mm_cvtss_f32(_mm_add_ss(two, _mm_shuffle_ps(two, two, 1)))
+    };
+    for k in body..length {
+        total += a[k] * b[k];
+    }
+    total
+}
+
+/// The dot product in f32 throughout: the 32 lanes of [`dot`], summed as a tree of
+/// independent additions instead of a chain. Within [`approximation_error`] of [`dot`].
+#[inline(always)]
+fn dot_approx(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0.0f32; LANES];
+    let chunks_a = a.chunks_exact(LANES);
+    let chunks_b = b.chunks_exact(LANES);
+    let mut tail = 0.0f32;
+    for (&x, &y) in chunks_a.remainder().iter().zip(chunks_b.remainder()) {
+        tail += x * y;
+    }
+    for (x, y) in chunks_a.zip(chunks_b) {
+        for lane in 0..LANES {
+            lanes[lane] += x[lane] * y[lane];
+        }
+    }
+    let mut width = LANES;
+    while width > 1 {
+        width /= 2;
+        for lane in 0..width {
+            lanes[lane] += lanes[lane + width];
+        }
+    }
+    lanes[0] + tail
 }
 
 /// SplitMix64: a tiny, well-mixed generator; enough for a seeded shuffle.
@@ -956,6 +1276,51 @@ mod tests {
     fn min_max_maps_equal_scores_to_zero() {
         assert_eq!(min_max(&[2.0, 2.0]), vec![0.0, 0.0]);
         assert_eq!(min_max(&[1.0, 3.0, 2.0]), vec![0.0, 1.0, 0.5]);
+    }
+
+    #[test]
+    fn approximate_dot_products_stay_within_the_bound() {
+        let mut rng = SplitMix64::new(11);
+        let mut unit = |dimension: usize, scale: f64| -> Vec<f32> {
+            let raw: Vec<f64> = (0..dimension)
+                .map(|_| ((rng.next() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0) * scale)
+                .collect();
+            let norm = raw.iter().map(|v| v * v).sum::<f64>().sqrt();
+            raw.iter().map(|v| (v / norm) as f32).collect()
+        };
+        let mut largest_ratio = 0.0f64;
+        for dimension in [1, 7, 31, 32, 33, 100, 384, 768, 1536] {
+            let bound = approximation_error(dimension).expect("a bound for this dimension");
+            assert!(bound < 1e-4, "bound {bound} at {dimension} dimensions");
+            for case in 0..200 {
+                let a = unit(dimension, 1.0);
+                // Every fourth pair nearly parallel: the largest products, the largest error.
+                let b = if case % 4 == 0 {
+                    a.clone()
+                } else {
+                    unit(dimension, 1.0)
+                };
+                let exact = dot(&a, &b);
+                let mut approximations = vec![f64::from(dot_approx(&a, &b))];
+                #[cfg(target_arch = "x86_64")]
+                if std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma")
+                {
+                    // SAFETY: features checked just above; equal lengths.
+                    approximations.push(f64::from(unsafe { dot_approx_avx2_fma(&a, &b) }));
+                }
+                for approx in approximations {
+                    let difference = (approx - exact).abs();
+                    assert!(difference <= bound, "{difference} > {bound} at {dimension}");
+                    largest_ratio = largest_ratio.max(difference / bound);
+                }
+            }
+        }
+        // The bound is loose by design, but not so loose that it is meaningless.
+        assert!(
+            largest_ratio > 1e-4,
+            "largest error / bound = {largest_ratio}"
+        );
     }
 
     #[test]
