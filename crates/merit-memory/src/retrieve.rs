@@ -17,7 +17,7 @@
 //! Scoring is exact. Speed comes from layout and from bounds, never from approximation in
 //! what is returned: a pool that keeps only its top scans the cosines with a fast f32 sum
 //! whose error is bounded, and computes exactly every candidate that could still reach the top
-//! or hold the range's ends ([`bounded_dense`]); the result is bit for bit the full exact
+//! or hold the range's ends (`bounded_dense`); the result is bit for bit the full exact
 //! scan's (tested against it in `tests/bounded_scan.rs`). The memory keeps its
 //! postings and vectors per (polarity, failure type) group, in stream order, so a pool reads
 //! only its own groups, front to back, and stops at the first entry from position t or later.
@@ -289,8 +289,8 @@ impl<'m> MemoryView<'m> {
     }
 
     /// Like [`MemoryView::retrieve_with_vector`] with the exact cosine computed for every
-    /// candidate instead of the bounded scan ([`bounded_dense`]). The result is the same; this
-    /// is the reference that scan is benchmarked and tested against.
+    /// candidate instead of the bounded scan (`bounded_dense` in this module). The result is
+    /// the same; this is the reference that scan is benchmarked and tested against.
     pub fn retrieve_with_vector_full_scan(
         &self,
         query: &RetrievalQuery,
