@@ -15,6 +15,7 @@ use crate::episode::{Attempt, Episode, EpisodeSource, FinalizePolicy};
 use crate::failure::FailureType;
 use crate::memory::{Memory, MemoryError};
 use crate::retrieve::{Retrieval, RetrievalError, RetrievalQuery};
+use crate::rng::SplitMix64;
 use crate::store::serialize_entry;
 use crate::text::query_dense_text;
 use merit_core::hash::fnv1a;
@@ -107,7 +108,7 @@ impl Embedder for RandomEmbedder {
         Ok(texts
             .iter()
             .map(|text| {
-                let mut rng = Rng(fnv1a(text.as_bytes()));
+                let mut rng = SplitMix64::new(fnv1a(text.as_bytes()));
                 let raw: Vec<f64> = (0..self.dimension)
                     .map(|_| rng.unit() * 2.0 - 1.0)
                     .collect();
@@ -115,27 +116,6 @@ impl Embedder for RandomEmbedder {
                 raw.iter().map(|v| (v / norm) as f32).collect()
             })
             .collect())
-    }
-}
-
-/// SplitMix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
     }
 }
 
@@ -205,13 +185,13 @@ const ERRORS: &[(&str, Status)] = &[
     ),
 ];
 
-fn words(rng: &mut Rng, count: usize) -> Vec<&'static str> {
+fn words(rng: &mut SplitMix64, count: usize) -> Vec<&'static str> {
     (0..count).map(|_| WORDS[rng.below(WORDS.len())]).collect()
 }
 
 /// A plausible failed attempt: 85 % executable but wrong (Result Mismatch), the rest DBMS
 /// errors of several types, roughly as in the paper's Spider failure composition.
-fn failing_attempt(rng: &mut Rng) -> Attempt {
+fn failing_attempt(rng: &mut SplitMix64) -> Attempt {
     let w = words(rng, 4);
     let sql = format!(
         "SELECT T1.{}, count(*) FROM {} AS T1 JOIN {} AS T2 ON T1.{}_id = T2.{}_id WHERE T1.{} > {} GROUP BY T1.{}",
@@ -232,7 +212,7 @@ fn failing_attempt(rng: &mut Rng) -> Attempt {
     Attempt::new(sql, feedback)
 }
 
-fn synthetic_episode(rng: &mut Rng, position: u64) -> Episode {
+fn synthetic_episode(rng: &mut SplitMix64, position: u64) -> Episode {
     let db = format!("db_{}", rng.below(40));
     let source = EpisodeSource {
         query_id: format!("q{position}"),
@@ -264,7 +244,7 @@ fn synthetic_episode(rng: &mut Rng, position: u64) -> Episode {
     episode
 }
 
-fn random_query(rng: &mut Rng) -> RetrievalQuery {
+fn random_query(rng: &mut SplitMix64) -> RetrievalQuery {
     let attempt = failing_attempt(rng);
     let failure_type = classify_feedback(&attempt.feedback)
         .map_or(FailureType::ResultMismatch, |c| c.failure_type);
@@ -324,7 +304,7 @@ pub fn run(
         .collect();
     let mut rows = Vec::new();
     for &size in &config.sizes {
-        let mut rng = Rng(config.seed ^ size as u64);
+        let mut rng = SplitMix64::new(config.seed ^ size as u64);
         let rss_before = resident_bytes();
         let started = Instant::now();
         let mut memory = Memory::for_embedder(&embedder);

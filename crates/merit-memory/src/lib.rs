@@ -55,6 +55,7 @@ pub use merit_journal::jsonl;
 pub mod memory;
 pub mod reference;
 pub mod retrieve;
+pub mod rng;
 pub mod store;
 pub mod text;
 pub mod validation;

@@ -30,6 +30,7 @@ use crate::config::{
 use crate::entry::{MemoryEntry, MemoryId, Polarity, StreamPos};
 use crate::failure::FailureType;
 use crate::memory::{normalized, posting_group, MemoryError, MemoryView, Posting, GROUPS, NO_ID};
+use crate::rng::SplitMix64;
 use crate::text::{bm25_tokens, query_bm25_text, query_dense_text};
 use merit_core::model::{Embedder, ModelError};
 use merit_core::Status;
@@ -1195,28 +1196,6 @@ fn dot_approx(a: &[f32], b: &[f32]) -> f32 {
         }
     }
     lanes[0] + tail
-}
-
-/// SplitMix64: a tiny, well-mixed generator; enough for a seeded shuffle.
-struct SplitMix64 {
-    state: u64,
-}
-
-impl SplitMix64 {
-    fn new(seed: u64) -> SplitMix64 {
-        SplitMix64 { state: seed }
-    }
-
-    fn mix(mut z: u64) -> u64 {
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        SplitMix64::mix(self.state)
-    }
 }
 
 #[cfg(test)]

@@ -10,31 +10,11 @@
 
 use merit_core::model::{Embedder, ModelError};
 use merit_core::{Feedback, Status};
+use merit_memory::rng::SplitMix64;
 use merit_memory::{
     Attempt, CandidateScore, Episode, EpisodeSource, FailureType, FinalizePolicy, Memory, Ranking,
     RetrievalQuery, StreamPos, Variant,
 };
-
-/// SplitMix64, for reproducible cases.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn signed_unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
-    }
-}
 
 fn unit(raw: &[f64]) -> Vec<f32> {
     let norm = raw.iter().map(|v| v * v).sum::<f64>().sqrt().max(1e-300);
@@ -50,18 +30,21 @@ struct ClusteredEmbedder {
 
 impl ClusteredEmbedder {
     fn new(dimension: usize, bases: usize, sizes: Vec<f64>, seed: u64) -> ClusteredEmbedder {
-        let mut rng = Rng(seed);
+        let mut rng = SplitMix64::new(seed);
         let bases = (0..bases)
-            .map(|_| (0..dimension).map(|_| rng.signed_unit()).collect())
+            .map(|_| (0..dimension).map(|_| rng.unit() * 2.0 - 1.0).collect())
             .collect();
         ClusteredEmbedder { bases, sizes }
     }
 
     fn vector(&self, key: u64) -> Vec<f32> {
-        let mut rng = Rng(key);
+        let mut rng = SplitMix64::new(key);
         let base = &self.bases[rng.below(self.bases.len())];
         let size = self.sizes[rng.below(self.sizes.len())];
-        let raw: Vec<f64> = base.iter().map(|&b| b + size * rng.signed_unit()).collect();
+        let raw: Vec<f64> = base
+            .iter()
+            .map(|&b| b + size * (rng.unit() * 2.0 - 1.0))
+            .collect();
         unit(&raw)
     }
 }
@@ -99,7 +82,7 @@ const ERRORS: &[&str] = &[
     "misuse of aggregate function count()",
 ];
 
-fn feedback(rng: &mut Rng) -> Feedback {
+fn feedback(rng: &mut SplitMix64) -> Feedback {
     match rng.below(4) {
         0 => Feedback {
             status: Status::DenotationMismatch,
@@ -113,7 +96,7 @@ fn feedback(rng: &mut Rng) -> Feedback {
 }
 
 /// A memory of `episodes` finalized episodes (about half solved, so both pools fill).
-fn memory(embedder: &ClusteredEmbedder, episodes: u64, rng: &mut Rng) -> Memory {
+fn memory(embedder: &ClusteredEmbedder, episodes: u64, rng: &mut SplitMix64) -> Memory {
     let mut memory = Memory::for_embedder(embedder);
     for position in 0..episodes {
         let words: Vec<&str> = (0..1 + rng.below(3))
@@ -155,7 +138,12 @@ fn memory(embedder: &ClusteredEmbedder, episodes: u64, rng: &mut Rng) -> Memory 
 }
 
 /// What the bounded path returned against what the full exact ranking selected.
-fn compare(memory: &Memory, embedder: &ClusteredEmbedder, rng: &mut Rng, queries: usize) -> usize {
+fn compare(
+    memory: &Memory,
+    embedder: &ClusteredEmbedder,
+    rng: &mut SplitMix64,
+    queries: usize,
+) -> usize {
     let mut variants: Vec<_> = Variant::ALL
         .iter()
         .map(|variant| variant.config(7))
@@ -233,7 +221,7 @@ fn bounded_scan_returns_exactly_what_the_full_scan_returns() {
         (17, 3, &[0.0, 1e-6, 0.5]),
         (384, 50, &[0.3, 1.0]),
     ];
-    let mut rng = Rng(42);
+    let mut rng = SplitMix64::new(42);
     let mut compared = 0;
     for (case, &(dimension, bases, sizes)) in cases.iter().enumerate() {
         let embedder = ClusteredEmbedder::new(dimension, bases, sizes.to_vec(), case as u64);
