@@ -194,6 +194,13 @@ pub struct RunArgs {
     /// episode's repairs (recorded in its log), never the run. Qwen2.5-Coder handles 32,768.
     #[arg(long, default_value_t = RUN_CONTEXT_SIZE)]
     pub context_size: u32,
+    /// Prompt-lookup decoding on the embedded models' greedy calls: drafts copied from the
+    /// prompt are checked in one batch. The replies are greedy decoding's up to the rounding of
+    /// batched evaluation (a near tie can go the other way, as with `--parallel`), so it is
+    /// off by default. Helps where replies copy the prompt (an interact agent repeating
+    /// itself); measure with `merit bench models --lookup-sweep` on one's own workload.
+    #[arg(long)]
+    pub prompt_lookup: bool,
 }
 
 impl RunArgs {
@@ -265,6 +272,7 @@ fn embedded_load(args: &RunArgs) -> ChatLoad {
             1
         },
         parallel: streams_at_once(args),
+        prompt_lookup: args.prompt_lookup,
         ..ChatLoad::new(args.context_size)
     }
 }

@@ -77,6 +77,9 @@ pub struct ChatLoad {
     pub cache_slots: usize,
     /// Conversations decoded together (continuous batching; 1: one call at a time).
     pub parallel: usize,
+    /// Prompt-lookup decoding on greedy calls (`LlamaConfig::prompt_lookup` with its default
+    /// parameters).
+    pub prompt_lookup: bool,
 }
 
 impl ChatLoad {
@@ -87,6 +90,7 @@ impl ChatLoad {
             threads: None,
             cache_slots: 1,
             parallel: 1,
+            prompt_lookup: false,
         }
     }
 }
@@ -111,7 +115,8 @@ pub fn load_chat_model_with(
         .with_name(files.name.clone())
         .with_context_size(load.context_size)
         .with_cache_slots(load.cache_slots)
-        .with_parallel(load.parallel);
+        .with_parallel(load.parallel)
+        .with_prompt_lookup(load.prompt_lookup);
     if let Some(threads) = load.threads {
         config = config.with_threads(threads);
     }
@@ -210,6 +215,11 @@ pub struct ChatArgs {
     /// costs one context's memory; a `--simulator-model` or `--repair-model` gets one.
     #[arg(long, default_value_t = 2)]
     pub(crate) cache_slots: usize,
+    /// Prompt-lookup decoding on the embedded models' greedy calls (as `merit run
+    /// --prompt-lookup`): drafts copied from the prompt, checked in one batch; replies are
+    /// greedy decoding's up to batched rounding. Off by default.
+    #[arg(long)]
+    pub(crate) prompt_lookup: bool,
 }
 
 /// The embedder of a command: a server, or the embedded MiniLM.
@@ -239,6 +249,7 @@ impl ChatArgs {
             model: name.to_string(),
             model_path: path,
             cache_slots: 1,
+            prompt_lookup: self.prompt_lookup,
         }
     }
 
@@ -287,6 +298,7 @@ pub fn chat_with_parallel(
                 ChatLoad {
                     cache_slots: args.cache_slots,
                     parallel,
+                    prompt_lookup: args.prompt_lookup,
                     ..ChatLoad::new(RUN_CONTEXT_SIZE)
                 },
             )?)

@@ -122,6 +122,7 @@ fn demo_run_args(args: DemoArgs, data: PathBuf, db_dir: PathBuf) -> RunArgs {
         repair_model: (!args.paper_setting).then(|| DEMO_REPAIR_MODEL.to_string()),
         repair_model_path: args.repair_model_path,
         context_size: RUN_CONTEXT_SIZE,
+        prompt_lookup: false,
     }
 }
 

@@ -260,6 +260,8 @@ impl CallStats {
             prompt_ms = self.prompt_time.as_millis() as u64,
             generation_ms = self.generation_time.as_millis() as u64,
             steps = self.generation_steps,
+            drafted = self.drafted_tokens,
+            accepted = self.accepted_tokens,
             "call done"
         );
     }

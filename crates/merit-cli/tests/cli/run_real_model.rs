@@ -162,6 +162,69 @@ fn a_batched_real_model_run_replays_identically_from_the_cache() {
     assert_eq!(tree(&first), tree(&second));
 }
 
+/// `--prompt-lookup` reaches the embedded model: with it, the per-call debug lines show drafts
+/// proposed from the prompt; without it, none. Both runs complete every episode.
+#[test]
+#[ignore = "needs the embedded chat model (merit models pull); run with --include-ignored, as CI does"]
+fn prompt_lookup_reaches_the_embedded_model() {
+    let Some((chat_model, _embedder)) = models() else {
+        return;
+    };
+    let scratch = tempfile::tempdir().unwrap();
+    // Drafted tokens over every call of one run (a fresh reply cache, so every call is real).
+    let drafted = |name: &str, extra: &[&str]| -> u64 {
+        let sample = sample();
+        let output = Command::new(env!("CARGO_BIN_EXE_merit"))
+            .env("MERIT_LOG", "merit_models=debug")
+            .env("NO_COLOR", "1")
+            .arg("run")
+            .args(["--dataset", "spider", "--data"])
+            .arg(&sample)
+            .arg("--db-dir")
+            .arg(sample.join("database"))
+            .args(["--methods", "iterative", "--seeds", "0", "--k", "1"])
+            .args(["--limit", "2", "--max-tokens", "96", "--model-path"])
+            .arg(&chat_model)
+            .arg("--cache")
+            .arg(scratch.path().join(format!("replies-{name}")))
+            .arg("--out")
+            .arg(scratch.path().join(name))
+            .args(extra)
+            .output()
+            .expect("merit runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "merit run failed\n{stderr}");
+        let log = std::fs::read_to_string(
+            scratch
+                .path()
+                .join(name)
+                .join("episodes/iterative-seed0.jsonl"),
+        )
+        .expect("the episode log");
+        assert_eq!(log.lines().count(), 2, "{log}");
+        let calls: Vec<u64> = stderr
+            .lines()
+            .filter(|line| line.contains("call done"))
+            .map(|line| {
+                let after = line
+                    .split("drafted=")
+                    .nth(1)
+                    .unwrap_or_else(|| panic!("{line}"));
+                let digits: String = after
+                    .chars()
+                    .skip_while(|c| !c.is_ascii_digit())
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                digits.parse().unwrap_or_else(|_| panic!("{line}"))
+            })
+            .collect();
+        assert!(!calls.is_empty(), "no call logged:\n{stderr}");
+        calls.iter().sum()
+    };
+    assert_eq!(drafted("plain", &[]), 0);
+    assert!(drafted("lookup", &["--prompt-lookup"]) > 0);
+}
+
 /// Every word of `sql` outside string literals and quotes is one the grammar allows: a SQL
 /// keyword, a table or column name of the database (any case), a number or a short alias, or
 /// (the free alias rule) a new name right after `AS`.
